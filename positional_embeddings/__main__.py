@@ -1,0 +1,89 @@
+"""``python -m positional_embeddings``: a tour of the Julia documentation's examples.
+
+Each example runs on a deterministic input that Julia can rebuild exactly
+(``reshape(Float32.(1:n) ./ n, dims)``), and prints the result's shape,
+dtype, sum, and the SHA-256 of its bytes in Julia's column-major order, so a
+Julia session can check the same figures::
+
+    using PositionalEmbeddings, SHA
+    x = reshape(Float32.(1:64*100*256) ./ (64*100*256), 64, 100, 256)
+    bytes2hex(sha256(reinterpret(UInt8, vec(RoPE(64, 1024)(x)))))
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import sys
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from . import AbsolutePE, RoPE, __version__, create_causal_mask, create_padding_mask
+
+__all__ = ["main"]
+
+
+def _ramp(*shape: int) -> np.ndarray:
+    """Julia's ``reshape(Float32.(1:n) ./ n, shape...)``, column-major."""
+    n = int(np.prod(shape))
+    values = np.arange(1, n + 1, dtype=np.float32) / np.float32(n)
+    return values.reshape(shape, order="F")
+
+
+def _describe(name: str, array: np.ndarray, seconds: float) -> str:
+    digest = hashlib.sha256(array.tobytes(order="F")).hexdigest()
+    total = float(array.sum(dtype=np.float64))
+    return (
+        f"{name}\n"
+        f"  shape {array.shape}, dtype {array.dtype}, sum {total:.9g}, "
+        f"{seconds * 1e3:.1f} ms\n"
+        f"  sha256 (column-major bytes) {digest[:16]}…"
+    )
+
+
+def tour() -> None:
+    """Run the Julia docs' usage examples and print what they return."""
+    print(f"positional_embeddings {__version__}: the examples of PositionalEmbeddings.jl\n")
+
+    start = time.perf_counter()
+    rope = RoPE(64, 1024)
+    x = _ramp(64, 100, 256)  # (head_size, seq_len, nheads*batch) = 8 heads x 32 batch
+    y = rope(x)
+    print("rope = RoPE(64, 1024); rope(x) with x of size (64, 100, 256)")
+    print(_describe("  x_with_positions", y, time.perf_counter() - start))
+
+    start = time.perf_counter()
+    pe = AbsolutePE(512, 1000)
+    x = _ramp(100, 512, 32)  # (seq_len, features, batch)
+    y = pe(x)
+    print("\npe = AbsolutePE(512, 1000); pe(x) with x of size (100, 512, 32)")
+    print(_describe("  x_with_positions", y, time.perf_counter() - start))
+
+    causal = create_causal_mask(5)
+    padding = create_padding_mask([3, 4], 5)
+    combined = causal | padding
+    print("\ncausal = create_causal_mask(5)                  # size", causal.shape)
+    print("padding = create_padding_mask([3, 4], 5)        # size", padding.shape)
+    print("combined = causal .| padding                    # size", combined.shape)
+    for b in range(combined.shape[2]):
+        print(f"  combined[:, :, {b}] (Julia's [:, :, {b + 1}]):")
+        for row in combined[:, :, b].astype(int):
+            print("    " + " ".join(map(str, row)))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command-line entry point; returns the process exit code."""
+    parser = argparse.ArgumentParser(
+        prog="python -m positional_embeddings",
+        description="Bit-exact Python port of PositionalEmbeddings.jl: a tour of its examples.",
+    )
+    parser.add_argument("--version", action="version", version=__version__)
+    parser.parse_args(argv)
+    tour()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

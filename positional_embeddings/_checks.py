@@ -1,0 +1,162 @@
+"""Argument validation and Julia's type promotion, in one place.
+
+Every public function calls these before any work is done, so that bad input
+raises a ``TypeError`` or ``ValueError`` naming what was expected and what came,
+and nothing is allocated or computed for it.
+"""
+
+from __future__ import annotations
+
+import numbers
+import operator
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "as_array",
+    "as_float_dtype",
+    "as_real",
+    "as_size",
+    "check_finite_angles",
+    "output_for",
+    "promote",
+]
+
+_FLOAT_DTYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
+
+
+def as_size(value: Any, name: str, minimum: int = 0) -> int:
+    """Return ``value`` as a Python int (Julia ``Int``), rejecting floats and bools.
+
+    Julia's constructors take ``::Int`` arguments: ``RoPE(64.0, 10)`` and
+    ``RoPE(true, 10)`` are method errors there, so they are ``TypeError`` here.
+    Numpy integers are accepted.
+    """
+    if isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be an integer, got bool {value!r}")
+    try:
+        size = operator.index(value)
+    except TypeError:
+        raise TypeError(
+            f"{name} must be an integer, got {type(value).__name__} {value!r}"
+        ) from None
+    if size < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {size}")
+    return size
+
+
+def as_real(value: Any, name: str) -> float:
+    """Return a real number (Julia ``::Number``) promoted to float64, as Julia does.
+
+    Julia promotes an integer or Float32 ``base``/``scale`` to Float64 before
+    using it; ``float()`` does the same exact conversion (correctly rounded for
+    integers beyond 2**53).
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(
+            f"{name} must be a real number, got {type(value).__name__} {value!r}"
+        )
+    try:
+        return float(value)
+    except OverflowError:
+        raise ValueError(f"{name} is too large for a float64: {value!r}") from None
+
+
+def as_float_dtype(T: Any) -> np.dtype:
+    """Translate Julia's ``T=Float16/Float32/Float64`` into a numpy float dtype."""
+    try:
+        dtype = np.dtype(T)
+    except TypeError:
+        dtype = np.dtype(object)
+    if T is None or not any(dtype == allowed for allowed in _FLOAT_DTYPES):
+        raise TypeError(
+            "T must be np.float16, np.float32 or np.float64 "
+            f"(Julia's Float16/Float32/Float64), got {T!r}"
+        )
+    return dtype
+
+
+def as_array(x: Any, name: str, min_ndim: int) -> np.ndarray:
+    """View ``x`` as a numpy array of a real numeric dtype with ``min_ndim`` dims or more.
+
+    Nothing is copied for a numpy array; other array-likes go through
+    ``np.asarray``.  Bool, integer and float16/32/64 dtypes are accepted, as
+    Julia accepts ``Bool``, ``Int`` and ``Float`` arrays; complex, object,
+    string and extended-precision arrays are rejected.
+    """
+    array = np.asarray(x)
+    kind = array.dtype.kind
+    if not (kind in "biu" or array.dtype in _FLOAT_DTYPES):
+        raise TypeError(
+            f"{name} must have a bool, integer or float16/32/64 dtype, "
+            f"got {array.dtype}"
+        )
+    if array.ndim < min_ndim:
+        raise ValueError(
+            f"{name} must have at least {min_ndim} dimensions, "
+            f"got shape {array.shape} ({array.ndim} dims)"
+        )
+    return array
+
+
+def promote(x_dtype: np.dtype, table_dtype: np.dtype) -> np.dtype:
+    """Julia's ``promote_type(eltype(x), T)`` for the dtypes the package accepts.
+
+    Bool and integer inputs take the table's float type (unlike numpy, where
+    ``int64 * float32`` is float64); float inputs take the wider float type.
+    """
+    if x_dtype.kind in "biu":
+        return table_dtype
+    return np.promote_types(x_dtype, table_dtype)
+
+
+def output_for(x: np.ndarray, dtype: np.dtype, out: Any) -> np.ndarray:
+    """The array a forward pass writes: ``out`` once checked, else a new one.
+
+    A new output is shaped like ``x`` in ``x``'s memory order (C- and
+    F-contiguous inputs give outputs of the same order; other layouts the
+    contiguous layout closest to ``x``'s strides, numpy's ``order='K'``).  A
+    given ``out`` must match ``x``'s shape and the promoted dtype exactly, be
+    writeable, and either not overlap ``x`` at all or be ``x`` itself (same
+    buffer, same strides): a partial overlap would be read after written.
+    """
+    if out is None:
+        return np.empty_like(x, dtype=dtype, order="K")
+    if not isinstance(out, np.ndarray):
+        raise TypeError(f"out must be a numpy array, got {type(out).__name__}")
+    if out.shape != x.shape:
+        raise ValueError(f"out must have shape {x.shape} like x, got {out.shape}")
+    if out.dtype != dtype:
+        raise TypeError(
+            f"out must have dtype {dtype} (Julia's promotion of x's {x.dtype} "
+            f"with the table type), got {out.dtype}"
+        )
+    if not out.flags.writeable:
+        raise ValueError("out must be writeable, got a read-only array")
+    if np.may_share_memory(x, out) and not _same_view(x, out):
+        raise ValueError(
+            "out overlaps x without being x itself; pass out=x for in place, "
+            "or a separate array"
+        )
+    return out
+
+
+def _same_view(a: np.ndarray, b: np.ndarray) -> bool:
+    """True if ``a`` and ``b`` are the same elements in the same places."""
+    return (
+        a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
+        and a.strides == b.strides
+        and a.dtype.itemsize == b.dtype.itemsize
+    )
+
+
+def check_finite_angles(angles: np.ndarray, function: str) -> None:
+    """Raise where Julia's ``sin``/``cos`` would throw ``DomainError`` (an infinite angle)."""
+    if np.isinf(angles).any():
+        raise ValueError(
+            f"{function}(x) is only defined for finite x: the angles "
+            "(positions × frequencies × scale) overflow to Inf; Julia raises "
+            "DomainError here"
+        )
+

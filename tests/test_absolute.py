@@ -1,0 +1,127 @@
+"""AbsolutePE against the slow reference, upstream's figures, and Julia's errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import reference
+from conftest import assert_bitwise_equal, ulp_distance
+from positional_embeddings import AbsolutePE
+from test_rope import INPUT_DTYPES, layouts, sample
+
+
+def test_upstream_specific_output_values():
+    """test/runtests.jl "specific output values" (printed to 6 figures there)."""
+    head_size, seq_len, batch = 128, 100, 64
+    n = head_size * seq_len * batch
+    x = (np.arange(1, n + 1, dtype=np.float32) / np.float32(n)).reshape(
+        head_size, seq_len, batch, order="F"
+    )
+    output = AbsolutePE(head_size, seq_len)(x.transpose(1, 0, 2))
+    expected = np.array(
+        [
+            [1.2207e-6, 1.0, 3.66211e-6, 1.0, 6.10352e-6],
+            [0.841628, 0.540461, 0.76188, 0.648067, 0.681724],
+            [0.909611, -0.415832, 0.987362, -0.160119, 0.997799],
+            [0.14159, -0.989521, 0.517778, -0.855327, 0.778747],
+            [-0.756176, -0.653016, -0.316087, -0.947891, 0.14217],
+        ],
+        dtype=np.float32,
+    )
+    assert output.shape == (seq_len, head_size, batch)
+    np.testing.assert_allclose(output[:5, :5, 0], expected, rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "size,length,base", [(8, 10, 10_000), (1, 5, 10_000), (6, 10, 7), (64, 300, 500_000.0), (0, 3, 10)]
+)
+def test_table_matches_reference_within_one_ulp(size, length, base):
+    pe = AbsolutePE(size, length, base)
+    expected = reference.absolute_table(size, length, base)
+    assert pe.embeddings.shape == (size, length)
+    assert pe.embeddings.dtype == np.float32
+    assert ulp_distance(pe.embeddings, expected).max(initial=0) <= 1
+    assert not pe.embeddings.flags.writeable
+
+
+def test_size_one_is_a_single_sin_row():
+    pe = AbsolutePE(1, 4)
+    np.testing.assert_allclose(pe.embeddings[0], np.sin(np.arange(4.0)).astype(np.float32), rtol=1e-7)
+
+
+@pytest.mark.parametrize("dtype", INPUT_DTYPES)
+def test_forward_matches_reference_in_every_layout(dtype):
+    pe = AbsolutePE(6, 9)
+    x = sample((5, 6, 3), dtype, seed=11)
+    expected = reference.absolute_apply(x, pe.embeddings)
+    assert expected.dtype == (np.float64 if dtype == np.float64 else np.float32)
+    for name, view in layouts(x):
+        before = view.copy()
+        y = pe(view)
+        assert_bitwise_equal(y, expected)
+        assert_bitwise_equal(view, before)
+        if name == "F":
+            assert y.flags.f_contiguous
+
+
+@pytest.mark.parametrize("shape", [(1, 4, 1), (3, 4, 2, 2), (3, 4, 1, 2, 2), (3, 4, 0)])
+def test_forward_shapes(shape):
+    pe = AbsolutePE(4, 3)
+    x = sample(shape, np.float64, seed=12)
+    for _, view in layouts(x):
+        assert_bitwise_equal(pe(view), reference.absolute_apply(x, pe.embeddings))
+
+
+def test_bool_input_follows_julias_ifelse():
+    pe = AbsolutePE(2, 2)
+    x = np.array([[[True], [False]], [[False], [True]]])
+    assert_bitwise_equal(pe(x), reference.absolute_apply(x, pe.embeddings))
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_out_and_in_place(order):
+    pe = AbsolutePE(8, 10)
+    x = np.asarray(sample((10, 8, 3), np.float32, seed=13), order=order)
+    expected = pe(x)
+    out = np.empty_like(x)
+    assert pe(x, out=out) is out
+    assert_bitwise_equal(out, expected)
+    assert pe(x, out=x) is x
+    assert_bitwise_equal(x, expected)
+
+
+@pytest.mark.parametrize(
+    "args,error,match",
+    [
+        ((7, 10), ValueError, "embedding_size must be even"),
+        ((-2, 10), ValueError, "embedding_size must be >= 0"),
+        ((4, -1), ValueError, "max_length must be >= 0"),
+        ((4.0, 10), TypeError, "embedding_size must be an integer"),
+        ((4, 10, "x"), TypeError, "base must be a real number"),
+        ((8, 10, -3), ValueError, "base must not be negative"),
+        ((4, 10, 0), ValueError, "only defined for finite x"),
+    ],
+)
+def test_constructor_errors(args, error, match):
+    with pytest.raises(error, match=match):
+        AbsolutePE(*args)
+
+
+@pytest.mark.parametrize(
+    "shape,match",
+    [
+        ((4, 8), "at least 3 dimensions"),
+        ((4, 6, 1), "Channel dimension must match embedding size"),
+        ((11, 8, 1), "Sequence length exceeds maximum length"),
+    ],
+)
+def test_call_errors(shape, match):
+    with pytest.raises(ValueError, match=match):
+        AbsolutePE(8, 10)(np.zeros(shape, np.float32))
+
+
+def test_channel_checked_before_length():
+    """Julia asserts the channel size first."""
+    with pytest.raises(ValueError, match="Channel"):
+        AbsolutePE(8, 10)(np.zeros((11, 6, 1), np.float32))

@@ -1,0 +1,93 @@
+"""compute_frequencies and the masks against the slow reference and upstream's figures."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import reference
+from conftest import ulp_distance
+from positional_embeddings import compute_frequencies, create_causal_mask, create_padding_mask
+
+
+@pytest.mark.parametrize(
+    "dim,seq_len,base",
+    [(16, 10, 10_000), (15, 7, 10_000), (1, 3, 10_000), (128, 64, 500_000), (7, 5, 10_000.5), (0, 4, 10)],
+)
+def test_frequencies_match_reference_within_one_ulp(dim, seq_len, base):
+    actual = compute_frequencies(dim, seq_len, base)
+    expected = reference.compute_frequencies(dim, seq_len, base)
+    assert actual.shape == ((dim + 1) // 2, seq_len)
+    assert actual.dtype == np.float64
+    assert ulp_distance(actual, expected).max(initial=0) <= 1
+
+
+def test_frequencies_edges():
+    assert compute_frequencies(8, 0).shape == (4, 0)
+    assert compute_frequencies(0, 5).shape == (0, 5)
+    np.testing.assert_array_equal(compute_frequencies(2, 3), [[0.0, 1.0, 2.0]])
+    with pytest.raises(ValueError, match="dim must be >= 0"):
+        compute_frequencies(-1, 3)
+    with pytest.raises(TypeError, match="seq_len must be an integer"):
+        compute_frequencies(4, 3.0)
+
+
+def test_upstream_causal_mask():
+    expected = np.array([[1, 1, 1], [0, 1, 1], [0, 0, 1]], dtype=bool).reshape(3, 3, 1)
+    np.testing.assert_array_equal(create_causal_mask(3), expected)
+
+
+@pytest.mark.parametrize("seq_len", [1, 2, 17])
+def test_causal_mask_matches_reference(seq_len):
+    mask = create_causal_mask(seq_len)
+    assert mask.dtype == np.bool_
+    np.testing.assert_array_equal(mask, reference.causal_mask(seq_len))
+
+
+@pytest.mark.parametrize("seq_len,error", [(0, ValueError), (-1, ValueError), (2.0, TypeError), (True, TypeError)])
+def test_causal_mask_errors(seq_len, error):
+    with pytest.raises(error, match="seq_len"):
+        create_causal_mask(seq_len)
+
+
+def test_upstream_padding_mask():
+    """Julia's own test: lengths [2, 3, 1], max_len 4 gives size (1, 4, 3)."""
+    expected = np.array([[0, 0, 1, 1], [0, 0, 0, 1], [0, 1, 1, 1]], dtype=bool).T.reshape(1, 4, 3)
+    result = create_padding_mask([2, 3, 1], 4)
+    assert result.shape == (1, 4, 3)
+    np.testing.assert_array_equal(result, expected)
+
+
+@pytest.mark.parametrize(
+    "lengths,max_len",
+    [([0, 5], 5), ([3, 3], 3), ([-1, 7, 2], 4), (np.array([1, 2], dtype=np.uint8), 3), ((4,), 1)],
+)
+def test_padding_mask_matches_reference(lengths, max_len):
+    mask = create_padding_mask(lengths, max_len)
+    np.testing.assert_array_equal(mask, reference.padding_mask(list(lengths), max_len))
+
+
+@pytest.mark.parametrize(
+    "lengths,max_len,error,match",
+    [
+        ([], 4, ValueError, "non-empty"),
+        ([1, 2], 0, ValueError, "max_len >= 1"),
+        ([1, 2], -1, ValueError, "max_len must be >= 0"),
+        ([1.0, 2.0], 3, TypeError, "integers"),
+        ([True, False], 3, TypeError, "integers"),
+        ([[1, 2]], 3, ValueError, "1-D"),
+        ([1, 2], 3.0, TypeError, "max_len must be an integer"),
+        (["a"], 3, TypeError, "integers"),
+    ],
+)
+def test_padding_mask_errors(lengths, max_len, error, match):
+    with pytest.raises(error, match=match):
+        create_padding_mask(lengths, max_len)
+
+
+def test_masks_combine_by_broadcasting():
+    combined = create_causal_mask(5) | create_padding_mask([3, 4], 5)
+    assert combined.shape == (5, 5, 2)
+    causal, padding = reference.causal_mask(5), reference.padding_mask([3, 4], 5)
+    for i, j, b in np.ndindex(5, 5, 2):
+        assert combined[i, j, b] == (causal[i, j, 0] or padding[0, j, b])

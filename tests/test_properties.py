@@ -1,0 +1,103 @@
+"""Property-based tests (hypothesis) over shapes, dtypes and memory orders.
+
+The "ci" profile (default) runs a few hundred examples per property; run
+``HYPOTHESIS_PROFILE=long pytest tests/test_properties.py`` for 10,000.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import reference
+from conftest import assert_bitwise_equal
+from positional_embeddings import AbsolutePE, RoPE, create_padding_mask, neg_half
+
+INPUT_DTYPES = st.sampled_from(
+    [np.float16, np.float32, np.float64, np.int64, np.int16, np.uint8, np.bool_]
+)
+TABLE_DTYPES = st.sampled_from([np.float16, np.float32, np.float64])
+
+
+@st.composite
+def arrays_in_any_layout(draw, first: int, second: int):
+    """An array (first, second, rest...) as C, F, or a strided, reversed view."""
+    dtype = draw(INPUT_DTYPES)
+    shape = (first, second) + tuple(
+        draw(st.lists(st.integers(0, 3), min_size=1, max_size=3))
+    )
+    x = draw(hnp.arrays(dtype, shape, elements=_elements(dtype)))
+    layout = draw(st.sampled_from(["C", "F", "strided"]))
+    if layout == "F":
+        return np.asfortranarray(x)
+    if layout == "strided":
+        big = np.zeros(shape[:-1] + (2 * shape[-1],), dtype)
+        view = big[..., ::-2]
+        view[...] = x
+        return view
+    return x
+
+
+def _elements(dtype):
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f":
+        return hnp.from_dtype(dtype, allow_nan=True, allow_infinity=True)
+    return None
+
+
+@given(data=st.data(), half=st.integers(0, 8), T=TABLE_DTYPES)
+def test_rope_matches_reference(data, half, T):
+    rope = RoPE(2 * half, 6, T=T)
+    x = data.draw(arrays_in_any_layout(2 * half, data.draw(st.integers(1, 6))))
+    before = x.copy()
+    assert_bitwise_equal(rope(x), reference.rope_apply(x, rope.cos_cached, rope.sin_cached))
+    assert_bitwise_equal(x, before)
+
+
+@given(data=st.data(), half=st.integers(1, 8))
+def test_rope_preserves_the_norm_of_each_pair(data, half):
+    rope = RoPE(2 * half, 6, T=np.float64)
+    x = data.draw(
+        hnp.arrays(np.float64, (2 * half, 6, 2), elements=st.floats(-1e6, 1e6))
+    )
+    y = rope(x)
+    norm_x = np.hypot(x[:half], x[half:])
+    norm_y = np.hypot(y[:half], y[half:])
+    np.testing.assert_allclose(norm_y, norm_x, rtol=1e-12, atol=1e-300)
+
+
+@given(data=st.data(), channels=st.sampled_from([1, 2, 4, 6]))
+def test_absolute_matches_reference(data, channels):
+    pe = AbsolutePE(channels, 6)
+    x = data.draw(arrays_in_any_layout(data.draw(st.integers(1, 6)), channels))
+    assert_bitwise_equal(pe(x), reference.absolute_apply(x, pe.embeddings))
+
+
+@given(
+    x=hnp.arrays(
+        st.sampled_from([np.float32, np.int64]),
+        hnp.array_shapes(min_dims=1, max_dims=4),
+        elements=st.integers(-1000, 1000),
+    ),
+    data=st.data(),
+)
+def test_neg_half_twice_negates_even_axes(x, data):
+    dim = data.draw(st.integers(-x.ndim, x.ndim - 1))
+    if x.shape[dim] % 2:
+        assert_bitwise_equal(neg_half(x, dim), reference.neg_half(x, dim % x.ndim))
+    else:
+        np.testing.assert_array_equal(neg_half(neg_half(x, dim), dim), -x)
+
+
+@given(
+    lengths=st.lists(st.integers(-5, 20), min_size=1, max_size=8),
+    max_len=st.integers(1, 16),
+)
+def test_padding_mask_marks_exactly_the_padding(lengths, max_len):
+    mask = create_padding_mask(lengths, max_len)
+    assert mask.shape == (1, max_len, len(lengths))
+    for b, length in enumerate(lengths):
+        assert mask[0, :, b].sum() == max_len - min(max(length, 0), max_len)
+        assert not mask[0, : max(length, 0), b].any()

@@ -1,0 +1,321 @@
+"""RoPE and neg_half against the slow reference, upstream's figures, and Julia's errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import reference
+from conftest import assert_bitwise_equal, ulp_distance
+from positional_embeddings import RoPE, neg_half
+
+FLOATS = [np.float16, np.float32, np.float64]
+INPUT_DTYPES = [np.float16, np.float32, np.float64, np.int64, np.int8, np.uint8, np.bool_]
+
+
+def sample(shape, dtype, seed=0) -> np.ndarray:
+    """Values with the awkward cases mixed in: zeros of both signs, NaN, Inf, extremes."""
+    rng = np.random.default_rng(seed)
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return rng.random(shape) < 0.5
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        values = rng.integers(-5, 6, size=shape) if dtype.kind == "i" else rng.integers(0, 6, size=shape)
+        x = values.astype(dtype)
+        flat = x.reshape(-1)
+        flat[: min(2, flat.size)] = [info.min, info.max][: min(2, flat.size)]
+        return x
+    x = (rng.standard_normal(shape) * 3).astype(dtype)
+    specials = np.array([0.0, -0.0, np.nan, np.inf, -np.inf, np.finfo(dtype).max,
+                         np.finfo(dtype).smallest_subnormal], dtype=dtype)
+    flat = x.reshape(-1)
+    flat[: min(flat.size, specials.size)] = specials[: flat.size]
+    return x
+
+
+def layouts(x: np.ndarray):
+    """The same values as C, F, and a strided (non-contiguous, reversed) view."""
+    yield "C", np.ascontiguousarray(x)
+    yield "F", np.asfortranarray(x)
+    big = np.zeros(x.shape[:2] + (2 * x.shape[2],) + x.shape[3:], x.dtype)
+    view = big[:, :, ::-2]
+    view[...] = x
+    yield "strided", view
+
+
+# --- tables --------------------------------------------------------------------------
+
+
+def test_upstream_cached_values():
+    """test/runtests.jl "Cached Values Test": RoPE(16, 10) to the 6 figures printed there."""
+    rope = RoPE(16, 10)
+    first_cos_row = [1.0, 0.540302, -0.416147, -0.989992, -0.653644, 0.283662,
+                     0.96017, 0.753902, -0.1455, -0.91113]
+    last_sin_row = [0.0, 0.000316228, 0.000632456, 0.000948683, 0.00126491,
+                    0.00158114, 0.00189737, 0.00221359, 0.00252982, 0.00284605]
+    np.testing.assert_allclose(rope.cos_cached[0], first_cos_row, atol=5e-6)
+    np.testing.assert_allclose(rope.cos_cached[8], first_cos_row, atol=5e-6)
+    np.testing.assert_allclose(rope.sin_cached[7], last_sin_row, rtol=5e-6)
+    np.testing.assert_allclose(rope.sin_cached[15], last_sin_row, rtol=5e-6)
+
+
+@pytest.mark.parametrize("T", FLOATS)
+@pytest.mark.parametrize(
+    "head_size,seq_len,base,scale",
+    [(16, 10, 10_000, 1.0), (2, 1, 10_000, 1.0), (64, 300, 500_000, 0.25),
+     (8, 50, 10_000.5, 8), (32, 20, 1_000_000, 1)],
+)
+def test_tables_match_reference_within_one_ulp(head_size, seq_len, base, scale, T):
+    rope = RoPE(head_size, seq_len, base, scale, T=T)
+    cos, sin = reference.rope_tables(head_size, seq_len, base, scale, T)
+    for actual, expected in ((rope.cos_cached, cos), (rope.sin_cached, sin)):
+        assert actual.shape == (head_size, seq_len)
+        assert actual.dtype == np.dtype(T)
+        assert ulp_distance(actual, expected).max(initial=0) <= 1
+
+
+def test_tables_are_read_only_and_halves_repeat():
+    rope = RoPE(8, 6)
+    assert not rope.cos_cached.flags.writeable
+    with pytest.raises(ValueError):
+        rope.cos_cached[0, 0] = 2
+    np.testing.assert_array_equal(rope.cos_cached[:4], rope.cos_cached[4:])
+    np.testing.assert_array_equal(rope.sin_cached[:4], rope.sin_cached[4:])
+
+
+def test_base_and_scale_positionally_and_by_keyword():
+    by_position = RoPE(8, 6, 500, 0.5)
+    by_keyword = RoPE(8, 6, scale=0.5, base=500)
+    assert_bitwise_equal(by_position.cos_cached, by_keyword.cos_cached)
+    assert not np.array_equal(by_position.cos_cached, RoPE(8, 6).cos_cached)
+
+
+def test_zero_length_tables():
+    rope = RoPE(4, 0)
+    assert rope.cos_cached.shape == (4, 0)
+    assert RoPE(0, 3).cos_cached.shape == (0, 3)
+
+
+# --- forward pass --------------------------------------------------------------------
+
+
+def test_upstream_forward_pass():
+    """test/runtests.jl "Forward Pass Test": reshape(Float32.(1:160), 16, 10, 1)."""
+    x = np.arange(1, 161, dtype=np.float32).reshape(16, 10, 1, order="F")
+    rope = RoPE(16, 10)
+    expected = x * rope.cos_cached[:, :, None] + reference.neg_half(x) * rope.sin_cached[:, :, None]
+    assert_bitwise_equal(rope(x), expected)
+
+
+@pytest.mark.parametrize("T", FLOATS)
+@pytest.mark.parametrize("dtype", INPUT_DTYPES)
+def test_forward_matches_reference_in_every_layout(dtype, T):
+    rope = RoPE(8, 5, T=T)
+    x = sample((8, 4, 3), dtype, seed=1)
+    expected = reference.rope_apply(x, rope.cos_cached, rope.sin_cached)
+    for name, view in layouts(x):
+        before = view.copy()
+        y = rope(view)
+        assert_bitwise_equal(y, expected)
+        assert_bitwise_equal(view, before)
+        if name == "F":
+            assert y.flags.f_contiguous
+        if name == "C":
+            assert y.flags.c_contiguous
+
+
+@pytest.mark.parametrize("shape", [(6, 1, 1), (6, 3, 2, 2), (6, 2, 1, 3, 2), (2, 7, 5), (6, 4, 0)])
+def test_forward_shapes(shape):
+    rope = RoPE(shape[0], 7, T=np.float64)
+    x = sample(shape, np.float32, seed=2)
+    expected = reference.rope_apply(x, rope.cos_cached, rope.sin_cached)
+    for _, view in layouts(x):
+        assert_bitwise_equal(rope(view), expected)
+
+
+def test_four_d_view_that_cannot_be_collapsed():
+    rope = RoPE(4, 5)
+    base = sample((4, 5, 6, 4), np.float32, seed=3)
+    x = base[:, :, ::2, 1:3].transpose(0, 1, 3, 2)
+    assert_bitwise_equal(rope(x), reference.rope_apply(np.array(x), rope.cos_cached, rope.sin_cached))
+
+
+def test_lists_are_accepted():
+    rope = RoPE(2, 2)
+    y = rope([[[1.0]], [[2.0]]])  # floats: float64, as Julia's [1.0] is Float64
+    assert_bitwise_equal(y, rope(np.array([[[1]], [[2]]], dtype=np.float64)))
+    assert rope([[[1]], [[2]]]).dtype == np.float32  # integers take T
+
+
+def test_from_tables_reproduces_a_rope():
+    rope = RoPE(8, 6, T=np.float64)
+    again = RoPE.from_tables(8, rope.cos_cached, rope.sin_cached)
+    x = sample((8, 6, 2), np.float32, seed=4)
+    assert_bitwise_equal(again(x), rope(x))
+    assert again.head_size == 8
+
+
+def test_from_tables_uses_both_halves_of_the_tables():
+    cos = np.arange(12, dtype=np.float32).reshape(4, 3) / 10
+    sin = np.arange(12, 24, dtype=np.float32).reshape(4, 3) / 10
+    rope = RoPE.from_tables(4, cos, sin)
+    x = sample((4, 3, 2), np.float32, seed=5)
+    assert_bitwise_equal(rope(x), reference.rope_apply(x, cos, sin))
+
+
+def test_bool_input_keeps_julias_strong_zero():
+    """false * -Inf is -0.0 in Julia (copysign), NaN in IEEE arithmetic."""
+    cos = np.array([[-np.inf], [np.inf]], dtype=np.float32)
+    sin = np.array([[1.0], [-2.0]], dtype=np.float32)
+    rope = RoPE.from_tables(2, cos, sin)
+    y = rope(np.array([False, True]).reshape(2, 1, 1))
+    assert_bitwise_equal(y, reference.rope_apply(np.array([False, True]).reshape(2, 1, 1), cos, sin))
+    assert not np.isnan(y[0, 0, 0])
+
+
+# --- out= and in place ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_out_and_in_place(order):
+    rope = RoPE(16, 10)
+    x = np.asarray(sample((16, 10, 3, 2), np.float32, seed=6), order=order)
+    expected = rope(x)
+    out = np.empty_like(x)
+    assert rope(x, out=out) is out
+    assert_bitwise_equal(out, expected)
+    inplace = x.copy(order=order)
+    assert rope(inplace, out=inplace) is inplace
+    assert_bitwise_equal(inplace, expected)
+
+
+def test_bad_out():
+    rope = RoPE(4, 4)
+    x = np.zeros((4, 4, 2), np.float32)
+    with pytest.raises(ValueError, match="shape"):
+        rope(x, out=np.empty((4, 4, 3), np.float32))
+    with pytest.raises(TypeError, match="dtype float32"):
+        rope(x, out=np.empty((4, 4, 2), np.float64))
+    with pytest.raises(TypeError, match="numpy array"):
+        rope(x, out=[0.0])
+    read_only = np.empty_like(x)
+    read_only.flags.writeable = False
+    with pytest.raises(ValueError, match="writeable"):
+        rope(x, out=read_only)
+    big = np.zeros((4, 4, 3), np.float32)
+    with pytest.raises(ValueError, match="overlaps"):
+        rope(big[:, :, :2], out=big[:, :, 1:])
+
+
+# --- errors --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args,kwargs,error,match",
+    [
+        ((7, 10), {}, ValueError, "Head dimension should be multiple of 2, got 7"),
+        ((-2, 10), {}, ValueError, "head_size must be >= 0"),
+        ((4, -1), {}, ValueError, "seq_len must be >= 0"),
+        ((4.0, 10), {}, TypeError, "head_size must be an integer"),
+        ((True, 10), {}, TypeError, "bool"),
+        ((4, None), {}, TypeError, "seq_len must be an integer"),
+        ((4, 10), {"T": np.int32}, TypeError, "T must be"),
+        ((4, 10), {"T": "Float32"}, TypeError, "T must be"),
+        ((4, 10), {"T": None}, TypeError, "T must be"),
+        ((4, 10), {"base": "10000"}, TypeError, "base must be a real number"),
+        ((4, 10), {"scale": 1j}, TypeError, "scale must be a real number"),
+        ((4, 10), {"base": -10.0}, ValueError, "base must not be negative"),
+        ((4, 10), {"base": 0}, ValueError, "only defined for finite x"),
+        ((4, 10), {"scale": np.inf}, ValueError, "only defined for finite x"),
+        ((2, 10), {"scale": 1e300, "T": np.float32}, ValueError, "only defined for finite x"),
+    ],
+)
+def test_constructor_errors(args, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        RoPE(*args, **kwargs)
+
+
+def test_constructor_accepts_what_julia_accepts():
+    assert RoPE(np.int64(4), np.int32(3)).head_size == 4
+    assert RoPE(2, 3, base=-5.0).cos_cached.shape == (2, 3)  # exponent 0 only: 1
+    assert np.isnan(RoPE(4, 3, base=np.nan).cos_cached[1, 1])
+    assert RoPE(4, 1, scale=np.inf).cos_cached.shape == (4, 1)  # only angle 0*Inf = NaN
+
+
+@pytest.mark.parametrize(
+    "shape,error,match",
+    [
+        ((8, 10), ValueError, "at least 3 dimensions"),
+        ((8,), ValueError, "at least 3 dimensions"),
+        ((4, 10, 1), ValueError, "Head dimension must match, expected 8, got 4"),
+        ((8, 11, 1), ValueError, "Sequence length exceeds maximum length"),
+    ],
+)
+def test_call_errors(shape, error, match):
+    rope = RoPE(8, 10)
+    x = np.ones(shape, np.float32)
+    with pytest.raises(error, match=match):
+        rope(x)
+    np.testing.assert_array_equal(x, 1)
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, object, "U3", np.longdouble])
+def test_call_rejects_dtypes(dtype):
+    if np.dtype(dtype) == np.float64:
+        pytest.skip("longdouble is float64 on this platform")
+    with pytest.raises(TypeError, match="dtype"):
+        RoPE(2, 2)(np.zeros((2, 2, 1), dtype=dtype))
+
+
+def test_from_tables_errors():
+    cos = np.ones((4, 3), np.float32)
+    with pytest.raises(ValueError, match="shape"):
+        RoPE.from_tables(8, cos, cos)
+    with pytest.raises(ValueError, match="same shape and dtype"):
+        RoPE.from_tables(4, cos, cos.astype(np.float64))
+    with pytest.raises(TypeError, match="T must be"):
+        RoPE.from_tables(4, cos.astype(np.int32), cos)
+    with pytest.raises(ValueError, match="multiple of 2"):
+        RoPE.from_tables(3, cos[:3], cos[:3])
+
+
+# --- neg_half ------------------------------------------------------------------------
+
+
+def test_upstream_neg_half():
+    """test/runtests.jl "neg_half Function Test", both along dim 1 and dim 2 (Julia)."""
+    x = np.arange(1.0, 161.0).reshape(16, 10, 1)
+    expected = np.concatenate([-x[8:], x[:8]])
+    assert_bitwise_equal(neg_half(x), expected)
+    transposed = neg_half(x.transpose(1, 0, 2), 1).transpose(1, 0, 2)
+    assert_bitwise_equal(transposed, expected)
+
+
+@pytest.mark.parametrize("dtype", INPUT_DTYPES + [np.complex128])
+@pytest.mark.parametrize("dim", [0, 1, 2, -1, -3])
+def test_neg_half_matches_reference(dtype, dim):
+    x = sample((5, 4, 3), dtype, seed=7) if dtype != np.complex128 else np.ones((5, 4, 3)) * (1 + 2j)
+    for _, view in layouts(x):
+        before = view.copy()
+        assert_bitwise_equal(neg_half(view, dim), reference.neg_half(x, dim % 3))
+        assert_bitwise_equal(view, before)
+
+
+def test_neg_half_bool_gives_int64_without_negative_zero():
+    y = neg_half(np.array([True, False, True, False]))
+    assert y.dtype == np.int64
+    np.testing.assert_array_equal(y, [-1, 0, 1, 0])
+
+
+def test_neg_half_errors():
+    with pytest.raises(ValueError, match=r"dim must be in \[-3, 2\]"):
+        neg_half(np.zeros((2, 2, 2)), 3)
+    with pytest.raises(ValueError, match="dim must be >= -3"):
+        neg_half(np.zeros((2, 2, 2)), -4)
+    with pytest.raises(TypeError, match="integer"):
+        neg_half(np.zeros(2), 0.0)
+    with pytest.raises(ValueError, match="0-d"):
+        neg_half(np.float32(1))
+    with pytest.raises(TypeError, match="numeric"):
+        neg_half(np.array(["a", "b"]))
