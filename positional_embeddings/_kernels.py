@@ -36,6 +36,7 @@ from numba.core import types
 from numba.extending import intrinsic, overload
 
 from ._julia_math import pow_f64, sincos_f32, sincos_f64
+from ._parallel import run_ranges
 
 __all__ = [
     "F16_RECORD",
@@ -47,6 +48,10 @@ __all__ = [
 ]
 
 _JIT = {"cache": True, "nogil": True, "error_model": "numpy"}
+
+_SINCOS_COST = 256
+"""One sin/cos evaluation, in bytes of memory traffic that take as long (for
+``run_ranges``'s threshold): ~20 ns against ~12 GB/s."""
 
 F16_RECORD = np.dtype([("bits", "<u2")])
 """How float16 arrays are passed to kernels: the same bytes under a record dtype."""
@@ -248,30 +253,30 @@ def _rotate(x1, x2, c1, s1, c2, s2, out):  # type: ignore[no-untyped-def]
 
 
 @numba.njit(**_JIT)
-def _rope_inner_head(x, cos, sin, out):  # type: ignore[no-untyped-def]
-    """RoPE over (head, seq, batch) with the head axis innermost (Julia's order)."""
-    head, seq, batch = x.shape
+def _rope_inner_head(x, cos, sin, out, start, stop):  # type: ignore[no-untyped-def]
+    """RoPE with the head axis innermost (F order); outer range over (batch, seq)."""
+    head, seq, _ = x.shape
     half = head // 2
-    for b in range(batch):
-        for s in range(seq):
-            for h in range(half):
-                out[h, s, b], out[h + half, s, b] = _rotate(
-                    _load(x[h, s, b]),
-                    _load(x[h + half, s, b]),
-                    cos[h, s],
-                    sin[h, s],
-                    cos[h + half, s],
-                    sin[h + half, s],
-                    out,
-                )
+    for j in range(start, stop):
+        b, s = divmod(j, seq)
+        for h in range(half):
+            out[h, s, b], out[h + half, s, b] = _rotate(
+                _load(x[h, s, b]),
+                _load(x[h + half, s, b]),
+                cos[h, s],
+                sin[h, s],
+                cos[h + half, s],
+                sin[h + half, s],
+                out,
+            )
 
 
 @numba.njit(**_JIT)
-def _rope_inner_batch(x, cos, sin, out):  # type: ignore[no-untyped-def]
-    """RoPE over (head, seq, batch) with the batch axis innermost (C order)."""
+def _rope_inner_batch(x, cos, sin, out, start, stop):  # type: ignore[no-untyped-def]
+    """RoPE with the batch axis innermost (C order); outer range over head pairs."""
     head, seq, batch = x.shape
     half = head // 2
-    for h in range(half):
+    for h in range(start, stop):
         for s in range(seq):
             c1 = cos[h, s]
             s1 = sin[h, s]
@@ -283,6 +288,11 @@ def _rope_inner_batch(x, cos, sin, out):  # type: ignore[no-untyped-def]
                 )
 
 
+def _inner_batch(x: np.ndarray) -> bool:
+    """Whether the batch axis (2) has a smaller stride than the first axis."""
+    return x.shape[2] > 1 and abs(x.strides[2]) < abs(x.strides[0])
+
+
 def rope_forward(
     x: np.ndarray, cos: np.ndarray, sin: np.ndarray, out: np.ndarray
 ) -> None:
@@ -290,41 +300,46 @@ def rope_forward(
 
     ``x`` is float16 as ``F16_RECORD``, or bool/integer/float32/float64;
     ``out`` is float32/float64, or uint16 holding float16 bits.  The loop
-    order follows the smaller stride of the head and batch axes.
+    order follows the smaller stride of the head and batch axes; large calls
+    are split over threads.
     """
-    if x.shape[2] == 1 or abs(x.strides[0]) <= abs(x.strides[2]):
-        _rope_inner_head(x, cos, sin, out)
+    head, seq, batch = x.shape
+    traffic = x.nbytes + out.nbytes
+    if _inner_batch(x):
+        run_ranges(_rope_inner_batch, head // 2, traffic, x, cos, sin, out)
     else:
-        _rope_inner_batch(x, cos, sin, out)
+        run_ranges(_rope_inner_head, seq * batch, traffic, x, cos, sin, out)
 
 
 @numba.njit(**_JIT)
-def _absolute_inner_seq(x, embeddings, out):  # type: ignore[no-untyped-def]
-    """AbsolutePE over (seq, channel, batch) with the seq axis innermost (F order)."""
-    seq, channels, batch = x.shape
-    for b in range(batch):
-        for c in range(channels):
-            for s in range(seq):
-                out[s, c, b] = _add(_load(x[s, c, b]), embeddings[c, s], out)
+def _absolute_inner_seq(x, embeddings, out, start, stop):  # type: ignore[no-untyped-def]
+    """AbsolutePE with the seq axis innermost (F order); outer range over (batch, channel)."""
+    seq, channels, _ = x.shape
+    for j in range(start, stop):
+        b, c = divmod(j, channels)
+        for s in range(seq):
+            out[s, c, b] = _add(_load(x[s, c, b]), embeddings[c, s], out)
 
 
 @numba.njit(**_JIT)
-def _absolute_inner_batch(x, embeddings, out):  # type: ignore[no-untyped-def]
-    """AbsolutePE over (seq, channel, batch) with the batch axis innermost (C order)."""
-    seq, channels, batch = x.shape
-    for s in range(seq):
-        for c in range(channels):
-            e = embeddings[c, s]
-            for b in range(batch):
-                out[s, c, b] = _add(_load(x[s, c, b]), e, out)
+def _absolute_inner_batch(x, embeddings, out, start, stop):  # type: ignore[no-untyped-def]
+    """AbsolutePE with the batch axis innermost (C order); outer range over (seq, channel)."""
+    _, channels, batch = x.shape
+    for j in range(start, stop):
+        s, c = divmod(j, channels)
+        e = embeddings[c, s]
+        for b in range(batch):
+            out[s, c, b] = _add(_load(x[s, c, b]), e, out)
 
 
 def absolute_forward(x: np.ndarray, embeddings: np.ndarray, out: np.ndarray) -> None:
     """``out = x + embeddings[:, :seq].T`` over (seq, channel, batch) views."""
-    if x.shape[2] == 1 or abs(x.strides[0]) <= abs(x.strides[2]):
-        _absolute_inner_seq(x, embeddings, out)
+    seq, channels, batch = x.shape
+    traffic = x.nbytes + out.nbytes
+    if _inner_batch(x):
+        run_ranges(_absolute_inner_batch, seq * channels, traffic, x, embeddings, out)
     else:
-        _absolute_inner_batch(x, embeddings, out)
+        run_ranges(_absolute_inner_seq, batch * channels, traffic, x, embeddings, out)
 
 
 @numba.njit(**_JIT)
@@ -353,14 +368,10 @@ def _ov_sincos_in(angle, table):  # type: ignore[no-untyped-def]
     return lambda angle, table: sincos_f64(angle)
 
 
-@numba.njit(parallel=True, **_JIT)
-def rope_tables(theta, scale, cos, sin):  # type: ignore[no-untyped-def]
-    """Fill RoPE's (head, seq) tables: rows i and i + head/2 hold the angle
-    ``T((theta[i] * p) * scale)`` for position p, as Julia's
-    ``T.(compute_frequencies(...) .* scale)`` stacked on itself.
-    """
+@numba.njit(**_JIT)
+def _rope_tables(theta, scale, cos, sin, start, stop):  # type: ignore[no-untyped-def]
     half = theta.size
-    for p in numba.prange(cos.shape[1]):
+    for p in range(start, stop):
         for i in range(half):
             s, c = _sincos_in((theta[i] * p) * scale, cos)
             cos[i, p] = c
@@ -369,16 +380,32 @@ def rope_tables(theta, scale, cos, sin):  # type: ignore[no-untyped-def]
             sin[i + half, p] = s
 
 
-@numba.njit(parallel=True, **_JIT)
-def absolute_table(theta, embeddings):  # type: ignore[no-untyped-def]
-    """Fill AbsolutePE's (embedding, length) float32 table: row 2i is
-    ``Float32(sin(theta[i] * p))``, row 2i+1 ``Float32(cos(theta[i] * p))``
-    (sin and cos in Float64, rounded once), the cos row omitted past the end.
+def rope_tables(theta: np.ndarray, scale: float, cos: np.ndarray, sin: np.ndarray) -> None:
+    """Fill RoPE's (head, seq) tables: rows i and i + head/2 hold the sin/cos of
+    the angle ``T((theta[i] * p) * scale)`` for position p, as Julia's
+    ``T.(compute_frequencies(...) .* scale)`` stacked on itself.
+
+    ``cos``/``sin`` are float32/float64, or uint16 for float16 bits.
     """
+    cost = theta.size * cos.shape[1] * _SINCOS_COST
+    run_ranges(_rope_tables, cos.shape[1], cost, theta, scale, cos, sin)
+
+
+@numba.njit(**_JIT)
+def _absolute_table(theta, embeddings, start, stop):  # type: ignore[no-untyped-def]
     rows = embeddings.shape[0]
-    for p in numba.prange(embeddings.shape[1]):
+    for p in range(start, stop):
         for i in range(theta.size):
             s, c = sincos_f64(theta[i] * p)
             embeddings[2 * i, p] = np.float32(s)
             if 2 * i + 1 < rows:
                 embeddings[2 * i + 1, p] = np.float32(c)
+
+
+def absolute_table(theta: np.ndarray, embeddings: np.ndarray) -> None:
+    """Fill AbsolutePE's (embedding, length) float32 table: row 2i is
+    ``Float32(sin(theta[i] * p))``, row 2i+1 ``Float32(cos(theta[i] * p))``
+    (sin and cos in Float64, rounded once), the cos row omitted past the end.
+    """
+    cost = theta.size * embeddings.shape[1] * _SINCOS_COST
+    run_ranges(_absolute_table, embeddings.shape[1], cost, theta, embeddings)
