@@ -15,12 +15,14 @@ import numpy as np
 
 __all__ = [
     "as_array",
+    "as_flag",
     "as_float_dtype",
     "as_real",
     "as_size",
     "check_finite_angles",
     "output_for",
     "promote",
+    "resolve_positions",
 ]
 
 _FLOAT_DTYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
@@ -44,6 +46,13 @@ def as_size(value: Any, name: str, minimum: int = 0) -> int:
     if size < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {size}")
     return size
+
+
+def as_flag(value: Any, name: str) -> bool:
+    """A keyword switch: exactly True or False (numpy bools too)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
 
 
 def as_real(value: Any, name: str) -> float:
@@ -149,6 +158,47 @@ def _same_view(a: np.ndarray, b: np.ndarray) -> bool:
         and a.strides == b.strides
         and a.dtype.itemsize == b.dtype.itemsize
     )
+
+
+def resolve_positions(
+    seq_len: int,
+    column_shape: tuple[int, ...],
+    table_length: int,
+    offset: Any = 0,
+    positions: Any = None,
+) -> int | np.ndarray:
+    """Where each sequence position reads the cached tables.
+
+    Returns the ``offset`` (an int: positions ``offset .. offset+seq_len-1``),
+    or the position ids as an intp array of shape ``(seq_len,)`` or
+    ``column_shape`` (``x.shape[1:]``: one id per position and batch column).
+    Every position must lie inside the tables.
+    """
+    if positions is None:
+        offset = as_size(offset, "offset")
+        if seq_len + offset > table_length:
+            start = f" from offset {offset}" if offset else ""
+            raise ValueError(
+                f"Sequence length exceeds maximum length: x has seq_len {seq_len}"
+                f"{start}, the tables hold {table_length}"
+            )
+        return offset
+    if not (isinstance(offset, int) and offset == 0):
+        raise ValueError("pass either offset or positions, not both")
+    ids = np.asarray(positions)
+    if ids.dtype.kind not in "iu":
+        raise TypeError(f"positions must be integers, got dtype {ids.dtype}")
+    if ids.shape not in ((seq_len,), tuple(column_shape)):
+        raise ValueError(
+            f"positions must have shape ({seq_len},) or {tuple(column_shape)}, "
+            f"got {ids.shape}"
+        )
+    if ids.size and (ids.min() < 0 or ids.max() >= table_length):
+        raise ValueError(
+            f"positions must lie in [0, {table_length}) (the tables' length), "
+            f"got values from {ids.min()} to {ids.max()}"
+        )
+    return ids.astype(np.intp, copy=False)
 
 
 def check_finite_angles(angles: np.ndarray, function: str) -> None:

@@ -18,8 +18,9 @@ small type-dispatched helpers (numba ``overload``s) that the loops share:
   as uint16 views; their arithmetic is float32 rounded back to float16 after
   every operation, which is what Julia does for ``Float16`` (and is correctly
   rounded, since 24 >= 2*11 + 2).
-- ``_neg``: negation in the input's own type, as Julia's ``neg_half`` does
-  before any promotion (``-false == 0`` is a +0, ``-typemin(Int8)`` wraps).
+- ``_neg``/``_rotated``: the elements of Julia's ``neg_half(x)``: negation in
+  the input's own type before any promotion (``-false == 0`` is a +0,
+  ``-typemin(Int8)`` wraps), Bool widened to Int.
 - ``_mul``/``_add``: Julia's ``Bool * Float`` (``false`` is a strong zero:
   ``copysign(0, y)``) and ``Bool + Float`` (``ifelse(x, 1 + y, y)``).
 - ``_store``: back to the output's storage type.
@@ -156,6 +157,17 @@ def _ov_load(value):  # type: ignore[no-untyped-def]
     return lambda value: value
 
 
+def _rotated(value):  # type: ignore[no-untyped-def]
+    """``value`` as an element of Julia's ``neg_half(x)``: Bool becomes Int."""
+
+
+@overload(_rotated, jit_options=_JIT)
+def _ov_rotated(value):  # type: ignore[no-untyped-def]
+    if isinstance(value, types.Boolean):
+        return lambda value: np.int64(value)
+    return lambda value: value
+
+
 def _neg(value):  # type: ignore[no-untyped-def]
     """``-value`` in the value's own type, as Julia's ``neg_half`` negates."""
 
@@ -238,108 +250,207 @@ def _ov_add(a, b, out):  # type: ignore[no-untyped-def]
     return lambda a, b, out: _rnd(_cvt(a, out) + _cvt(b, out), out)
 
 
+def _pair(i, pairing):  # type: ignore[no-untyped-def]
+    """Channels ``(h1, h2)`` of RoPE pair ``i``.
+
+    The *type* of ``pairing`` selects the layout at compile time: a 1-tuple
+    ``(gap,)`` pairs ``i`` with ``i + gap`` (Julia's half split, gap =
+    head_size/2); an empty tuple pairs ``2i`` with ``2i + 1`` (interleaved).
+    """
+
+
+@overload(_pair, jit_options=_JIT)
+def _ov_pair(i, pairing):  # type: ignore[no-untyped-def]
+    if len(pairing) == 0:
+        return lambda i, pairing: (2 * i, 2 * i + 1)
+    return lambda i, pairing: (i, i + pairing[0])
+
+
+def _position(positions, s, b):  # type: ignore[no-untyped-def]
+    """The table column for ``x[:, s, b]``: ``s + offset`` for an integer offset,
+    ``positions[s]`` for one id per sequence position, ``positions[s, b]`` for
+    one id per position and batch column."""
+
+
+@overload(_position, jit_options=_JIT)
+def _ov_position(positions, s, b):  # type: ignore[no-untyped-def]
+    if isinstance(positions, types.Integer):
+        return lambda positions, s, b: s + positions
+    if positions.ndim == 1:
+        return lambda positions, s, b: positions[s]
+    return lambda positions, s, b: positions[s, b]
+
+
+def _per_column(positions):  # type: ignore[no-untyped-def]
+    """Whether positions differ between batch columns (a compile-time constant)."""
+
+
+@overload(_per_column, jit_options=_JIT)
+def _ov_per_column(positions):  # type: ignore[no-untyped-def]
+    varies = isinstance(positions, types.Array) and positions.ndim == 2
+    return lambda positions: varies
+
+
 @numba.njit(**_JIT)
 def _rotate(x1, x2, c1, s1, c2, s2, out):  # type: ignore[no-untyped-def]
     """One RoPE pair, exactly Julia's ``x .* cos + neg_half(x) .* sin``.
 
-    ``x1`` is row h and ``x2`` row h + H/2: ``neg_half`` gives ``-x2`` for row
-    h and ``x1`` for row h + H/2.  Two rounded products and a rounded sum, no
-    fused multiply-add.  Both inputs are read before either output is written
-    by the callers, so ``out`` may be ``x``.
+    ``x1`` is channel h1 and ``x2`` its partner h2: the rotation gives ``-x2``
+    to h1 and ``x1`` to h2.  Two rounded products and a rounded sum, no fused
+    multiply-add.  Both inputs are read before either output is written by
+    the callers, so ``out`` may be ``x``.
     """
     y1 = _rnd(_mul(x1, c1, out) + _mul(_neg(x2), s1, out), out)
-    y2 = _rnd(_mul(x2, c2, out) + _mul(x1, s2, out), out)
+    y2 = _rnd(_mul(x2, c2, out) + _mul(_rotated(x1), s2, out), out)
     return _store(y1, out), _store(y2, out)
 
 
 @numba.njit(**_JIT)
-def _rope_inner_head(x, cos, sin, out, start, stop):  # type: ignore[no-untyped-def]
-    """RoPE with the head axis innermost (F order); outer range over (batch, seq)."""
-    head, seq, _ = x.shape
-    half = head // 2
-    for j in range(start, stop):
-        b, s = divmod(j, seq)
-        for h in range(half):
-            out[h, s, b], out[h + half, s, b] = _rotate(
-                _load(x[h, s, b]),
-                _load(x[h + half, s, b]),
-                cos[h, s],
-                sin[h, s],
-                cos[h + half, s],
-                sin[h + half, s],
-                out,
-            )
+def _pass_through(value, out):  # type: ignore[no-untyped-def]
+    """The unpaired last channel of an odd interleaved head, unchanged but promoted."""
+    return _store(_cvt(_load(value), out), out)
 
 
 @numba.njit(**_JIT)
-def _rope_inner_batch(x, cos, sin, out, start, stop):  # type: ignore[no-untyped-def]
-    """RoPE with the batch axis innermost (C order); outer range over head pairs."""
+def _rope_inner_head(x, out, cos, sin, pairing, positions, start, stop):  # type: ignore[no-untyped-def]
+    """RoPE with the head axis innermost (F order); outer range over (batch, seq)."""
+    head, seq, _ = x.shape
+    last = head - 1
+    for j in range(start, stop):
+        b, s = divmod(j, seq)
+        p = _position(positions, s, b)
+        for i in range(head // 2):
+            h1, h2 = _pair(i, pairing)
+            out[h1, s, b], out[h2, s, b] = _rotate(
+                _load(x[h1, s, b]),
+                _load(x[h2, s, b]),
+                cos[h1, p],
+                sin[h1, p],
+                cos[h2, p],
+                sin[h2, p],
+                out,
+            )
+        if head % 2:
+            out[last, s, b] = _pass_through(x[last, s, b], out)
+
+
+@numba.njit(**_JIT)
+def _rope_inner_batch(x, out, cos, sin, pairing, positions, start, stop):  # type: ignore[no-untyped-def]
+    """RoPE with the batch axis innermost (C order); outer range over pairs
+    (and, for an odd head, the unpaired last channel as one more unit)."""
     head, seq, batch = x.shape
-    half = head // 2
-    for h in range(start, stop):
+    last = head - 1
+    for i in range(start, stop):
+        if 2 * i == last:
+            for s in range(seq):
+                for b in range(batch):
+                    out[last, s, b] = _pass_through(x[last, s, b], out)
+            continue
+        h1, h2 = _pair(i, pairing)
         for s in range(seq):
-            c1 = cos[h, s]
-            s1 = sin[h, s]
-            c2 = cos[h + half, s]
-            s2 = sin[h + half, s]
-            for b in range(batch):
-                out[h, s, b], out[h + half, s, b] = _rotate(
-                    _load(x[h, s, b]), _load(x[h + half, s, b]), c1, s1, c2, s2, out
-                )
+            if _per_column(positions):
+                for b in range(batch):
+                    p = _position(positions, s, b)
+                    out[h1, s, b], out[h2, s, b] = _rotate(
+                        _load(x[h1, s, b]),
+                        _load(x[h2, s, b]),
+                        cos[h1, p],
+                        sin[h1, p],
+                        cos[h2, p],
+                        sin[h2, p],
+                        out,
+                    )
+            else:
+                p = _position(positions, s, 0)
+                c1, s1, c2, s2 = cos[h1, p], sin[h1, p], cos[h2, p], sin[h2, p]
+                for b in range(batch):
+                    out[h1, s, b], out[h2, s, b] = _rotate(
+                        _load(x[h1, s, b]), _load(x[h2, s, b]), c1, s1, c2, s2, out
+                    )
 
 
-def _inner_batch(x: np.ndarray) -> bool:
-    """Whether the batch axis (2) has a smaller stride than the first axis."""
-    return x.shape[2] > 1 and abs(x.strides[2]) < abs(x.strides[0])
+def _smallest_stride(x: np.ndarray) -> int:
+    """The axis of a 3-D array to loop over innermost (ties go to the first)."""
+    strides = [abs(stride) if n > 1 else np.inf for stride, n in zip(x.strides, x.shape)]
+    return int(np.argmin(strides))
 
 
 def rope_forward(
-    x: np.ndarray, cos: np.ndarray, sin: np.ndarray, out: np.ndarray
+    x: np.ndarray,
+    out: np.ndarray,
+    cos: np.ndarray,
+    sin: np.ndarray,
+    pairing: tuple[int, ...],
+    positions: int | np.ndarray,
 ) -> None:
-    """Rotate ``x`` (head, seq, batch) into ``out`` with tables (head, >= seq).
+    """Rotate ``x`` (head, seq, batch) into ``out`` with tables (head, positions).
 
     ``x`` is float16 as ``F16_RECORD``, or bool/integer/float32/float64;
-    ``out`` is float32/float64, or uint16 holding float16 bits.  The loop
-    order follows the smaller stride of the head and batch axes; large calls
-    are split over threads.
+    ``out`` is float32/float64, or uint16 holding float16 bits.  ``pairing``
+    is ``(head // 2,)`` for the half split or ``()`` for interleaved pairs;
+    ``positions`` an offset, one id per position (seq,) or per position and
+    column (seq, batch).  The loop order follows the smaller stride of the
+    head and batch axes; large calls are split over threads.
     """
     head, seq, batch = x.shape
     traffic = x.nbytes + out.nbytes
-    if _inner_batch(x):
-        run_ranges(_rope_inner_batch, head // 2, traffic, x, cos, sin, out)
+    args = (x, out, cos, sin, pairing, positions)
+    if _smallest_stride(x) == 2:
+        run_ranges(_rope_inner_batch, (head + 1) // 2, traffic, *args)
     else:
-        run_ranges(_rope_inner_head, seq * batch, traffic, x, cos, sin, out)
+        run_ranges(_rope_inner_head, seq * batch, traffic, *args)
 
 
 @numba.njit(**_JIT)
-def _absolute_inner_seq(x, embeddings, out, start, stop):  # type: ignore[no-untyped-def]
-    """AbsolutePE with the seq axis innermost (F order); outer range over (batch, channel)."""
+def _absolute_inner_seq(x, out, embeddings, offset, start, stop):  # type: ignore[no-untyped-def]
+    """AbsolutePE with the seq axis innermost (Julia's order); outer range over (batch, channel)."""
     seq, channels, _ = x.shape
     for j in range(start, stop):
         b, c = divmod(j, channels)
         for s in range(seq):
-            out[s, c, b] = _add(_load(x[s, c, b]), embeddings[c, s], out)
+            out[s, c, b] = _add(_load(x[s, c, b]), embeddings[c, s + offset], out)
 
 
 @numba.njit(**_JIT)
-def _absolute_inner_batch(x, embeddings, out, start, stop):  # type: ignore[no-untyped-def]
+def _absolute_inner_channel(x, out, embeddings, offset, start, stop):  # type: ignore[no-untyped-def]
+    """AbsolutePE with the channel axis innermost (batch-first C order); outer range over (batch, seq)."""
+    seq, channels, _ = x.shape
+    for j in range(start, stop):
+        b, s = divmod(j, seq)
+        for c in range(channels):
+            out[s, c, b] = _add(_load(x[s, c, b]), embeddings[c, s + offset], out)
+
+
+@numba.njit(**_JIT)
+def _absolute_inner_batch(x, out, embeddings, offset, start, stop):  # type: ignore[no-untyped-def]
     """AbsolutePE with the batch axis innermost (C order); outer range over (seq, channel)."""
     _, channels, batch = x.shape
     for j in range(start, stop):
         s, c = divmod(j, channels)
-        e = embeddings[c, s]
+        e = embeddings[c, s + offset]
         for b in range(batch):
             out[s, c, b] = _add(_load(x[s, c, b]), e, out)
 
 
-def absolute_forward(x: np.ndarray, embeddings: np.ndarray, out: np.ndarray) -> None:
-    """``out = x + embeddings[:, :seq].T`` over (seq, channel, batch) views."""
+def absolute_forward(
+    x: np.ndarray, out: np.ndarray, embeddings: np.ndarray, offset: int
+) -> None:
+    """``out[s, c, b] = x[s, c, b] + embeddings[c, s + offset]`` over (seq, channel, batch) views.
+
+    Shared by every additive encoding (sinusoidal, learned): ``embeddings``
+    is any (channel, position) view.  The innermost loop runs along ``x``'s
+    smallest stride; large calls are split over threads.
+    """
     seq, channels, batch = x.shape
     traffic = x.nbytes + out.nbytes
-    if _inner_batch(x):
-        run_ranges(_absolute_inner_batch, seq * channels, traffic, x, embeddings, out)
+    args = (x, out, embeddings, offset)
+    inner = _smallest_stride(x)
+    if inner == 0:
+        run_ranges(_absolute_inner_seq, batch * channels, traffic, *args)
+    elif inner == 1:
+        run_ranges(_absolute_inner_channel, batch * seq, traffic, *args)
     else:
-        run_ranges(_absolute_inner_seq, batch * channels, traffic, x, embeddings, out)
+        run_ranges(_absolute_inner_batch, seq * channels, traffic, *args)
 
 
 @numba.njit(**_JIT)
@@ -369,26 +480,36 @@ def _ov_sincos_in(angle, table):  # type: ignore[no-untyped-def]
 
 
 @numba.njit(**_JIT)
-def _rope_tables(theta, scale, cos, sin, start, stop):  # type: ignore[no-untyped-def]
-    half = theta.size
+def _rope_tables(theta, scale, cos, sin, pairing, start, stop):  # type: ignore[no-untyped-def]
+    head = cos.shape[0]
     for p in range(start, stop):
-        for i in range(half):
+        for i in range(head // 2):
             s, c = _sincos_in((theta[i] * p) * scale, cos)
-            cos[i, p] = c
-            cos[i + half, p] = c
-            sin[i, p] = s
-            sin[i + half, p] = s
+            h1, h2 = _pair(i, pairing)
+            cos[h1, p] = c
+            cos[h2, p] = c
+            sin[h1, p] = s
+            sin[h2, p] = s
+        if head % 2:  # the unpaired channel: angle 0, so it passes through
+            sin[head - 1, p], cos[head - 1, p] = _sincos_in(0.0, cos)
 
 
-def rope_tables(theta: np.ndarray, scale: float, cos: np.ndarray, sin: np.ndarray) -> None:
-    """Fill RoPE's (head, seq) tables: rows i and i + head/2 hold the sin/cos of
-    the angle ``T((theta[i] * p) * scale)`` for position p, as Julia's
-    ``T.(compute_frequencies(...) .* scale)`` stacked on itself.
+def rope_tables(
+    theta: np.ndarray,
+    scale: float,
+    cos: np.ndarray,
+    sin: np.ndarray,
+    pairing: tuple[int, ...],
+) -> None:
+    """Fill RoPE's (head, seq) tables: both channels of pair i hold the sin/cos
+    of the angle ``T((theta[i] * p) * scale)`` for position p, as Julia's
+    ``T.(compute_frequencies(...) .* scale)`` (stacked on itself for the half
+    split; repeated pairwise for interleaved pairs).
 
     ``cos``/``sin`` are float32/float64, or uint16 for float16 bits.
     """
     cost = theta.size * cos.shape[1] * _SINCOS_COST
-    run_ranges(_rope_tables, cos.shape[1], cost, theta, scale, cos, sin)
+    run_ranges(_rope_tables, cos.shape[1], cost, theta, scale, cos, sin, pairing)
 
 
 @numba.njit(**_JIT)

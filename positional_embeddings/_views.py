@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -31,33 +32,51 @@ def _kernel_output(out: np.ndarray) -> np.ndarray:
 
 
 def _collapsed(a: np.ndarray, order: str) -> np.ndarray | None:
-    """``a`` as (n0, n1, rest) without copying, or None if the strides forbid it."""
+    """``a`` with its axes from the third on merged into one, without copying,
+    or None if the strides forbid it."""
     try:
-        return np.reshape(a, (a.shape[0], a.shape[1], -1), order=order, copy=False)
+        return np.reshape(a, (*a.shape[:2], -1), order=order, copy=False)
     except ValueError:
         return None
 
 
-def _three_d_pairs(
-    x: np.ndarray, out: np.ndarray
-) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """Pairs of matching 3-D views of ``x`` and ``out`` that cover them once."""
-    if x.ndim == 3:
-        yield x, out
+def _three_d_views(*arrays: np.ndarray) -> Iterator[tuple[np.ndarray, ...]]:
+    """Matching 3-D views of arrays shaped (n0, n1, rest...) that cover them once.
+
+    The trailing axes are merged in the same order for every array when
+    their strides allow; otherwise the views are the 3-D slices over every
+    index of the axes after the third.
+    """
+    if arrays[0].ndim == 3:
+        yield arrays
         return
     for order in ("C", "F"):
-        x3, out3 = _collapsed(x, order), _collapsed(out, order)
-        if x3 is not None and out3 is not None:
-            yield x3, out3
+        views = [_collapsed(a, order) for a in arrays]
+        if all(v is not None for v in views):
+            yield tuple(views)  # type: ignore[misc]
             return
-    for index in itertools.product(*(range(n) for n in x.shape[3:])):
-        yield x[(Ellipsis, *index)], out[(Ellipsis, *index)]
+    for index in itertools.product(*(range(n) for n in arrays[0].shape[3:])):
+        yield tuple(a[(Ellipsis, *index)] for a in arrays)
 
 
 def run_forward(
-    kernel: Callable[..., None], x: np.ndarray, out: np.ndarray, *tables: np.ndarray
+    forward: Callable[..., None],
+    x: np.ndarray,
+    out: np.ndarray,
+    *args: Any,
+    columns: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Run ``kernel(x3, *tables, out3)`` over 3-D views of ``x`` and ``out``; return ``out``."""
-    for x3, out3 in _three_d_pairs(_kernel_input(x), _kernel_output(out)):
-        kernel(x3, *tables, out3)
+    """Run ``forward(x3, out3, *args)`` over 3-D views of ``x`` and ``out``; return ``out``.
+
+    ``columns``, if given, is an array shaped like ``x.shape[1:]`` (one value
+    per sequence position and batch column); its matching 2-D views are
+    passed as the last argument.
+    """
+    x_kernel, out_kernel = _kernel_input(x), _kernel_output(out)
+    if columns is None:
+        for x3, out3 in _three_d_views(x_kernel, out_kernel):
+            forward(x3, out3, *args)
+    else:
+        for x3, out3, columns3 in _three_d_views(x_kernel, out_kernel, columns[np.newaxis]):
+            forward(x3, out3, *args, columns3[0])
     return out

@@ -6,12 +6,21 @@ from typing import Any
 
 import numpy as np
 
-from ._checks import as_array, as_real, as_size, check_finite_angles, output_for, promote
+from ._checks import (
+    as_array,
+    as_flag,
+    as_real,
+    as_size,
+    check_finite_angles,
+    output_for,
+    promote,
+    resolve_positions,
+)
 from ._kernels import absolute_forward, absolute_table
 from ._views import run_forward
 from .frequencies import frequency_bands
 
-__all__ = ["AbsolutePE"]
+__all__ = ["AbsolutePE", "add_embeddings"]
 
 _TABLE_DTYPE = np.dtype(np.float32)
 
@@ -89,7 +98,14 @@ class AbsolutePE:
         self.max_length = max_length
         self.embeddings = embeddings
 
-    def __call__(self, x: Any, out: np.ndarray | None = None) -> np.ndarray:
+    def __call__(
+        self,
+        x: Any,
+        out: np.ndarray | None = None,
+        *,
+        offset: int = 0,
+        batch_first: bool = False,
+    ) -> np.ndarray:
         """Add the embeddings to ``x``: Julia's ``pe(x)``.
 
         Parameters
@@ -101,12 +117,20 @@ class AbsolutePE:
         out : numpy.ndarray, optional
             Where to write the result: shape of ``x``, the promoted dtype; may
             be ``x`` itself but not overlap it otherwise.
+        offset : int, default 0
+            Opt-in, beyond Julia: position of the first row (seed 004's
+            ``startPos``, for cached decoding): rows take the embeddings of
+            positions ``offset .. offset + seq_len - 1``.
+        batch_first : bool, default False
+            Opt-in, beyond Julia: ``x`` is laid out (batch, seq_len, features)
+            as in PyTorch (``x + pe[:seq_len]``) instead of Julia's (seq_len,
+            features, batch...).  Exactly 3 dims.
 
         Returns
         -------
         numpy.ndarray
-            ``x + embeddings[:, :seq_len].T`` broadcast over the axes after the
-            second; dtype float64 for float64 input, else float32 (Julia's
+            ``x + embeddings[:, offset:offset+seq_len].T`` broadcast over the
+            batch axes; dtype float64 for float64 input, else float32 (Julia's
             ``promote_type(eltype(x), Float32)``); in ``x``'s memory order.
 
         Raises
@@ -117,20 +141,37 @@ class AbsolutePE:
             Fewer than 3 dims; "Channel dimension must match embedding size";
             "Sequence length exceeds maximum length"; a bad ``out``.
         """
-        x = as_array(x, "x", 3)
-        seq_len, channels = x.shape[0], x.shape[1]
-        if channels != self.embedding_size:
-            raise ValueError(
-                "Channel dimension must match embedding size: expected "
-                f"{self.embedding_size}, got {channels}"
-            )
-        if seq_len > self.max_length:
-            raise ValueError(
-                "Sequence length exceeds maximum length: x has seq_len "
-                f"{seq_len}, max_length is {self.max_length}"
-            )
-        out = output_for(x, promote(x.dtype, _TABLE_DTYPE), out)
-        return run_forward(absolute_forward, x, out, self.embeddings)
+        return add_embeddings(self.embeddings, x, out, offset, batch_first)
 
     def __repr__(self) -> str:
         return f"AbsolutePE(embedding_size={self.embedding_size}, max_length={self.max_length})"
+
+
+def add_embeddings(
+    table: np.ndarray, x: Any, out: np.ndarray | None, offset: Any, batch_first: Any
+) -> np.ndarray:
+    """``x + table[:, offset:offset+seq_len].T``, broadcast over the batch axes.
+
+    The forward pass of every additive encoding.  ``table`` is a
+    (channels, positions) array or view; ``x`` is (seq, channels, batch...),
+    or (batch, seq, channels) when ``batch_first``.  Checks follow Julia's
+    AbsolutePE: channels first, then the sequence length.
+    """
+    batch_first = as_flag(batch_first, "batch_first")
+    x = as_array(x, "x", 3)
+    if batch_first and x.ndim != 3:
+        raise ValueError(
+            f"x must be (batch, seq_len, features) with batch_first=True, got shape {x.shape}"
+        )
+    view = x.transpose(1, 2, 0) if batch_first else x
+    seq_len, channels = view.shape[0], view.shape[1]
+    if channels != table.shape[0]:
+        raise ValueError(
+            "Channel dimension must match embedding size: expected "
+            f"{table.shape[0]}, got {channels}"
+        )
+    start = resolve_positions(seq_len, (), table.shape[1], offset)
+    out = output_for(x, promote(x.dtype, table.dtype), out)
+    out_view = out.transpose(1, 2, 0) if batch_first else out
+    run_forward(absolute_forward, view, out_view, table, start)
+    return out

@@ -8,12 +8,14 @@ import numpy as np
 
 from ._checks import (
     as_array,
+    as_flag,
     as_float_dtype,
     as_real,
     as_size,
     check_finite_angles,
     output_for,
     promote,
+    resolve_positions,
 )
 from ._kernels import rope_forward, rope_tables
 from ._views import run_forward
@@ -22,9 +24,9 @@ from .frequencies import frequency_bands
 __all__ = ["RoPE", "neg_half"]
 
 
-def _check_head_size(head_size: Any) -> int:
+def _check_head_size(head_size: Any, interleaved: bool) -> int:
     head_size = as_size(head_size, "head_size")
-    if head_size % 2:
+    if head_size % 2 and not interleaved:
         raise ValueError(f"Head dimension should be multiple of 2, got {head_size}")
     return head_size
 
@@ -35,9 +37,10 @@ class RoPE:
     Parameters
     ----------
     head_size : int
-        Size of each attention head; even (>= 0).
+        Size of each attention head; even (>= 0), or any size >= 0 with
+        ``interleaved=True``.
     seq_len : int
-        Longest sequence the cached tables support (>= 0).
+        Number of positions the cached tables hold (>= 0).
     base : real, default 10_000
         Base of the frequency progression (``theta_i = base^(-2i/head_size)``).
     scale : real, default 1.0
@@ -45,23 +48,31 @@ class RoPE:
     T : numpy float type, default ``np.float32``
         Table type: ``np.float16``, ``np.float32`` or ``np.float64`` (Julia's
         ``T=Float16/Float32/Float64``).
+    interleaved : bool, default False
+        Opt-in, beyond Julia: rotate adjacent pairs (2i, 2i+1) as RoFormer,
+        GPT-J and Meta's LLaMA checkpoints do, instead of Julia's (h, h +
+        head_size/2) ("rotate_half", GPT-NeoX, Hugging Face).  An odd head
+        size is then allowed: its last channel passes through unchanged.
 
     Attributes
     ----------
     head_size : int
+    interleaved : bool
     cos_cached, sin_cached : numpy.ndarray
-        Shape ``(head_size, seq_len)``, dtype ``T``, read-only.  Rows ``i`` and
-        ``i + head_size/2`` hold the same angle ``T((theta_i * p) * scale)``.
+        Shape ``(head_size, seq_len)``, dtype ``T``, read-only.  Row ``h``
+        holds the cos/sin applied to channel ``h``: the angle
+        ``T((theta_i * p) * scale)`` of its pair ``i`` (rows ``i`` and ``i +
+        head_size/2``, or ``2i`` and ``2i+1`` when interleaved).
 
     Raises
     ------
     TypeError
         Non-integer sizes, non-real ``base``/``scale``, an unsupported ``T``.
     ValueError
-        Odd or negative ``head_size`` ("Head dimension should be multiple of
-        2, got 7"), negative ``seq_len``, a negative ``base`` with
-        ``head_size > 2``, angles that overflow to Inf (Julia's ``cos`` throws
-        ``DomainError``).
+        Odd head size without ``interleaved`` ("Head dimension should be
+        multiple of 2, got 7"); negative sizes; a negative ``base`` with
+        ``head_size > 2``; angles that overflow to Inf (Julia's ``cos``
+        throws ``DomainError``).
 
     Notes
     -----
@@ -69,8 +80,7 @@ class RoPE:
     The tables are Julia's bit for bit: its own Float16/32/64 ``sin`` and
     ``cos`` are reproduced, not the C library's.  Julia's 3-argument
     constructor ``RoPE(head_size, cos_cached, sin_cached)`` is
-    :meth:`RoPE.from_tables`.  Pairs are (h, h + head_size/2), the
-    "rotate_half" layout of GPT-NeoX and Hugging Face LLaMA.
+    :meth:`RoPE.from_tables`.
 
     Examples
     --------
@@ -81,11 +91,23 @@ class RoPE:
     >>> x = np.ones((64, 100, 256), dtype=np.float32)  # (head, seq, heads*batch)
     >>> rope(x).shape
     (64, 100, 256)
+    >>> step = rope(x[:, :1], offset=100)  # the token at position 100 (KV-cache decoding)
+    >>> bool(np.array_equal(step, rope(np.ones((64, 101, 256), np.float32))[:, 100:]))
+    True
     """
 
-    __slots__ = ("_kernel_tables", "cos_cached", "head_size", "sin_cached")
+    __slots__ = (
+        "_backward_sin",
+        "_kernel_tables",
+        "_pairing",
+        "cos_cached",
+        "head_size",
+        "interleaved",
+        "sin_cached",
+    )
 
     head_size: int
+    interleaved: bool
     cos_cached: np.ndarray
     sin_cached: np.ndarray
 
@@ -97,8 +119,10 @@ class RoPE:
         scale: float = 1.0,
         *,
         T: Any = np.float32,
+        interleaved: bool = False,
     ) -> None:
-        head_size = _check_head_size(head_size)
+        interleaved = as_flag(interleaved, "interleaved")
+        head_size = _check_head_size(head_size, interleaved)
         seq_len = as_size(seq_len, "seq_len")
         base = as_real(base, "base")
         scale = as_real(scale, "scale")
@@ -110,22 +134,26 @@ class RoPE:
         cos = np.empty((head_size, seq_len), dtype=dtype, order="F")
         sin = np.empty_like(cos)
         storage = np.uint16 if dtype == np.float16 else dtype
-        rope_tables(theta, scale, cos.view(storage), sin.view(storage))
-        self._set_tables(head_size, cos, sin)
+        pairing = _pairing(head_size, interleaved)
+        rope_tables(theta, scale, cos.view(storage), sin.view(storage), pairing)
+        self._set_tables(head_size, cos, sin, interleaved)
 
     @classmethod
     def from_tables(
-        cls, head_size: int, cos_cached: Any, sin_cached: Any
+        cls, head_size: int, cos_cached: Any, sin_cached: Any, *, interleaved: bool = False
     ) -> RoPE:
         """A RoPE with given tables: Julia's ``RoPE(head_size, cos_cached, sin_cached)``.
 
         Parameters
         ----------
         head_size : int
-            Even, and equal to the tables' first dimension.
+            Equal to the tables' first dimension; even unless ``interleaved``.
         cos_cached, sin_cached : array_like
             Same shape ``(head_size, max_seq_len)`` and the same float16/32/64
-            dtype.  They are copied (the RoPE's tables are read-only).
+            dtype; row ``h`` is applied to channel ``h``.  They are copied (the
+            RoPE's tables are read-only).
+        interleaved : bool, default False
+            Pair channels (2i, 2i+1) instead of (h, h + head_size/2).
 
         Raises
         ------
@@ -134,7 +162,8 @@ class RoPE:
             not match them.  (Julia accepts a mismatched head size here and
             fails at the first call; this fails at once.)
         """
-        head_size = _check_head_size(head_size)
+        interleaved = as_flag(interleaved, "interleaved")
+        head_size = _check_head_size(head_size, interleaved)
         tables = []
         for name, table in (("cos_cached", cos_cached), ("sin_cached", sin_cached)):
             array = np.asarray(table)
@@ -152,67 +181,163 @@ class RoPE:
                 f"{cos.shape} {cos.dtype} and {sin.shape} {sin.dtype}"
             )
         rope = cls.__new__(cls)
-        rope._set_tables(head_size, cos, sin)
+        rope._set_tables(head_size, cos, sin, interleaved)
         return rope
 
-    def _set_tables(self, head_size: int, cos: np.ndarray, sin: np.ndarray) -> None:
+    def _set_tables(
+        self, head_size: int, cos: np.ndarray, sin: np.ndarray, interleaved: bool
+    ) -> None:
         for table in (cos, sin):
             table.flags.writeable = False
         self.head_size = head_size
+        self.interleaved = interleaved
         self.cos_cached = cos
         self.sin_cached = sin
-        if cos.dtype == np.float16:  # kernels read exact float32 copies
-            self._kernel_tables = (cos.astype(np.float32), sin.astype(np.float32))
-        else:
-            self._kernel_tables = (cos, sin)
+        self._pairing = _pairing(head_size, interleaved)
+        # Kernels read float16 tables as exact float32 copies.
+        self._kernel_tables = tuple(
+            table.astype(np.float32) if table.dtype == np.float16 else table
+            for table in (cos, sin)
+        )
+        self._backward_sin: np.ndarray | None = None
 
-    def __call__(self, x: Any, out: np.ndarray | None = None) -> np.ndarray:
+    def __call__(
+        self,
+        x: Any,
+        out: np.ndarray | None = None,
+        *,
+        offset: int = 0,
+        positions: Any = None,
+    ) -> np.ndarray:
         """Rotate ``x``: Julia's ``rope(x)``.
 
         Parameters
         ----------
         x : array_like
-            Shape ``(head_size, seq_len, ...)`` with 3 or more dims, seq_len up
-            to the cached length; bool, integer or float16/32/64.  Not modified.
+            Shape ``(head_size, seq_len, ...)`` with 3 or more dims; bool,
+            integer or float16/32/64.  Not modified.
         out : numpy.ndarray, optional
             Where to write the result: shape of ``x``, the promoted dtype; may
             be ``x`` itself (in place) but not overlap it otherwise.
+        offset : int, default 0
+            Opt-in, beyond Julia: position of ``x[:, 0]``; the sequence
+            occupies positions ``offset .. offset + seq_len - 1`` (KV-cache
+            decoding: one new token at position ``p`` is ``offset=p``).
+        positions : array_like of int, optional
+            Opt-in, beyond Julia: explicit position ids, shape ``(seq_len,)``
+            (one per sequence position) or ``x.shape[1:]`` (one per position
+            and batch column).  Excludes ``offset``.
 
         Returns
         -------
         numpy.ndarray
-            ``x * cos + neg_half(x) * sin`` (tables cut to seq_len, broadcast
+            ``x * cos + rotate(x) * sin`` (tables at each position, broadcast
             over the axes after the second), dtype Julia's
             ``promote_type(eltype(x), T)`` (bool/integer inputs take ``T``), in
-            ``x``'s memory order.
+            ``x``'s memory order.  ``rotate`` is Julia's ``neg_half`` (or, when
+            interleaved, ``(x0, x1) -> (-x1, x0)`` per pair).
 
         Raises
         ------
         TypeError
-            Unsupported dtype of ``x``; ``out`` of the wrong type or dtype.
+            Unsupported dtype of ``x``; non-integer ``offset``/``positions``;
+            ``out`` of the wrong type or dtype.
         ValueError
             Fewer than 3 dims; "Head dimension must match, expected 64, got
-            32"; "Sequence length exceeds maximum length"; a bad ``out``.
+            32"; "Sequence length exceeds maximum length" (positions beyond
+            the tables); a bad ``out``.
         """
+        return self._apply(x, out, offset, positions, self._kernel_tables)
+
+    def backward(
+        self,
+        dy: Any,
+        out: np.ndarray | None = None,
+        *,
+        offset: int = 0,
+        positions: Any = None,
+    ) -> np.ndarray:
+        """Vector-Jacobian product of the forward pass: the gradient with respect to ``x``.
+
+        The forward pass is linear in ``x`` with a block-rotation matrix, so
+        its VJP is the transposed rotation (by ``-theta``):
+        ``dx[h1] = dy[h1]*cos[h1] + dy[h2]*sin[h2]``,
+        ``dx[h2] = dy[h2]*cos[h2] - dy[h1]*sin[h1]`` for every pair.  Each
+        product and sum is rounded once, as in the forward pass.
+
+        Parameters
+        ----------
+        dy : array_like
+            Gradient of the output, shaped like the forward pass's ``x``.
+        out, offset, positions
+            As for the forward pass (``out`` may be ``dy``).
+
+        Returns
+        -------
+        numpy.ndarray
+            ``dx``, with the forward pass's dtype rules.
+
+        Notes
+        -----
+        Julia has no explicit backward; Zygote differentiates the broadcast
+        to the same formula.  PyTorch: ``torch.autograd.grad`` of
+        ``x * cos + rotate_half(x) * sin``.
+        """
+        if self._backward_sin is None:
+            self._backward_sin = _backward_sin(self._kernel_tables[1], self._pairing)
+        return self._apply(dy, out, offset, positions, (self._kernel_tables[0], self._backward_sin))
+
+    def _apply(
+        self,
+        x: Any,
+        out: np.ndarray | None,
+        offset: int,
+        positions: Any,
+        tables: tuple[np.ndarray, ...],
+    ) -> np.ndarray:
         x = as_array(x, "x", 3)
         head_size, seq_len = x.shape[0], x.shape[1]
         if head_size != self.head_size:
             raise ValueError(
                 f"Head dimension must match, expected {self.head_size}, got {head_size}"
             )
-        if seq_len > self.cos_cached.shape[1]:
-            raise ValueError(
-                "Sequence length exceeds maximum length: x has seq_len "
-                f"{seq_len}, the tables hold {self.cos_cached.shape[1]}"
-            )
+        where = resolve_positions(seq_len, x.shape[1:], self.cos_cached.shape[1], offset, positions)
         out = output_for(x, promote(x.dtype, self.cos_cached.dtype), out)
-        return run_forward(rope_forward, x, out, *self._kernel_tables)
+        if isinstance(where, np.ndarray) and where.ndim > 1:
+            return run_forward(rope_forward, x, out, *tables, self._pairing, columns=where)
+        return run_forward(rope_forward, x, out, *tables, self._pairing, where)
 
     def __repr__(self) -> str:
+        pairing = ", interleaved=True" if self.interleaved else ""
         return (
             f"RoPE(head_size={self.head_size}, seq_len={self.cos_cached.shape[1]}, "
-            f"T=np.{self.cos_cached.dtype})"
+            f"T=np.{self.cos_cached.dtype}{pairing})"
         )
+
+
+def _pairing(head_size: int, interleaved: bool) -> tuple[int, ...]:
+    """The kernels' pairing marker: ``(head_size // 2,)`` for the half split, ``()`` interleaved."""
+    return () if interleaved else (head_size // 2,)
+
+
+def _backward_sin(sin: np.ndarray, pairing: tuple[int, ...]) -> np.ndarray:
+    """The sin table that turns the forward kernel into its transpose.
+
+    The forward pass gives channel h1 ``x1*c1 + (-x2)*s1`` and h2
+    ``x2*c2 + x1*s2``; with ``-s2`` in row h1 and ``-s1`` in row h2 it gives
+    ``x1*c1 + x2*s2`` and ``x2*c2 + (-x1)*s1``, the transposed rotation, with
+    the same roundings.
+    """
+    swapped = sin.copy(order="F")
+    head = sin.shape[0]
+    if pairing:
+        half = pairing[0]
+        swapped[:half], swapped[half : 2 * half] = sin[half : 2 * half], sin[:half]
+    else:
+        pairs = head - head % 2
+        swapped[0:pairs:2], swapped[1:pairs:2] = sin[1:pairs:2], sin[0:pairs:2]
+    np.negative(swapped, out=swapped)
+    return swapped
 
 
 def neg_half(x: Any, dim: int = 0) -> np.ndarray:

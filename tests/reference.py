@@ -136,3 +136,48 @@ def padding_mask(lengths, max_len: int) -> np.ndarray:
         for p in range(max_len):
             mask[0, p, b] = p >= length
     return mask
+
+
+def rope_apply_pairs(x, cos, sin, pairs, positions=None):
+    """RoPE for any pairing and positions, element by element.
+
+    For each pair (h1, h2): y[h1] = x[h1]*cos[h1] + (-x[h2])*sin[h1] and
+    y[h2] = x[h2]*cos[h2] + x[h1]*sin[h2]; unpaired channels pass through.
+    ``positions`` (broadcastable to x.shape[1:]) picks each table column;
+    the default is the sequence index.
+    """
+    T = promote(x.dtype, cos.dtype)
+    t = np.dtype(T).type
+    columns = np.broadcast_to(
+        np.arange(x.shape[1]).reshape((-1,) + (1,) * (x.ndim - 2))
+        if positions is None
+        else np.asarray(positions),
+        x.shape[1:],
+    )
+    partner = {}
+    for h1, h2 in pairs:
+        partner[h1] = (h2, True)
+        partner[h2] = (h1, False)
+    y = np.empty(x.shape, T)
+    with np.errstate(all="ignore"):
+        for index in np.ndindex(*x.shape):
+            h, rest = index[0], index[1:]
+            p = columns[rest]
+            if h not in partner:
+                y[index] = t(x[index])
+                continue
+            other, first = partner[h]
+            x_other = x[(other,) + rest]
+            if x.dtype == np.bool_:  # Julia's neg_half of Bool is Int for both halves
+                x_other = np.int64(x_other)
+            rotated = -x_other if first else x_other
+            y[index] = julia_mul(x[index], cos[h, p], T) + julia_mul(rotated, sin[h, p], T)
+    return y
+
+
+def half_pairs(head_size):
+    return [(i, i + head_size // 2) for i in range(head_size // 2)]
+
+
+def interleaved_pairs(head_size):
+    return [(2 * i, 2 * i + 1) for i in range(head_size // 2)]

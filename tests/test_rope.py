@@ -165,13 +165,15 @@ def test_from_tables_uses_both_halves_of_the_tables():
 
 
 def test_bool_input_keeps_julias_strong_zero():
-    """false * -Inf is -0.0 in Julia (copysign), NaN in IEEE arithmetic."""
+    """false * -Inf is -0.0 in Julia (copysign), NaN in IEEE arithmetic; but
+    neg_half(x) of a Bool array is Int, where 0 * Inf is NaN."""
     cos = np.array([[-np.inf], [np.inf]], dtype=np.float32)
-    sin = np.array([[1.0], [-2.0]], dtype=np.float32)
+    sin = np.array([[1.0], [np.inf]], dtype=np.float32)
     rope = RoPE.from_tables(2, cos, sin)
     y = rope(np.array([False, True]).reshape(2, 1, 1))
     assert_bitwise_equal(y, reference.rope_apply(np.array([False, True]).reshape(2, 1, 1), cos, sin))
     assert not np.isnan(y[0, 0, 0])
+    assert np.isnan(y[1, 0, 0])
 
 
 # --- out= and in place ---------------------------------------------------------------

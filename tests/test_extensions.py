@@ -1,0 +1,213 @@
+"""Beyond Julia (opt-in): offsets, position ids, interleaved pairs, odd heads,
+backward passes, layout conversion, AbsolutePE offsets and batch-first input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import reference
+from conftest import assert_bitwise_equal, ulp_distance
+from positional_embeddings import AbsolutePE, RoPE
+from positional_embeddings.layouts import half_to_interleaved, interleaved_to_half
+from test_rope import INPUT_DTYPES, layouts, sample
+
+# --- positions -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_offset_equals_slicing_a_longer_sequence(order):
+    rope = RoPE(16, 40)
+    long = np.asarray(sample((16, 40, 3), np.float32, seed=21), order=order)
+    full = rope(long)
+    for start, length in [(0, 40), (7, 1), (39, 1), (10, 20)]:
+        part = np.asarray(long[:, start : start + length], order=order)
+        assert_bitwise_equal(rope(part, offset=start), full[:, start : start + length])
+
+
+@pytest.mark.parametrize("dtype", INPUT_DTYPES)
+def test_position_ids_per_position_and_per_column(dtype):
+    rope = RoPE(8, 12, T=np.float64)
+    x = sample((8, 5, 2, 3), dtype, seed=22)
+    ids = np.array([11, 0, 3, 3, 7])
+    expected = reference.rope_apply_pairs(
+        x, rope.cos_cached, rope.sin_cached, reference.half_pairs(8), ids[:, None, None]
+    )
+    per_column = np.random.default_rng(1).integers(0, 12, size=(5, 2, 3))
+    expected_columns = reference.rope_apply_pairs(
+        x, rope.cos_cached, rope.sin_cached, reference.half_pairs(8), per_column
+    )
+    for _, view in layouts(x):
+        assert_bitwise_equal(rope(view, positions=ids), expected)
+        assert_bitwise_equal(rope(view, positions=per_column), expected_columns)
+
+
+def test_position_ids_equal_to_an_offset():
+    rope = RoPE(8, 12)
+    x = sample((8, 4, 3), np.float32, seed=23)
+    assert_bitwise_equal(rope(x, positions=np.arange(5, 9)), rope(x, offset=5))
+
+
+@pytest.mark.parametrize(
+    "kwargs,error,match",
+    [
+        ({"offset": 8}, ValueError, "Sequence length exceeds maximum length"),
+        ({"offset": -1}, ValueError, "offset must be >= 0"),
+        ({"offset": 1.0}, TypeError, "offset must be an integer"),
+        ({"positions": [0, 1, 12]}, ValueError, r"positions must lie in \[0, 12\)"),
+        ({"positions": [0, -1, 2]}, ValueError, "positions must lie"),
+        ({"positions": [0.0, 1.0, 2.0]}, TypeError, "positions must be integers"),
+        ({"positions": [0, 1]}, ValueError, "positions must have shape"),
+        ({"positions": [0, 1, 2], "offset": 1}, ValueError, "either offset or positions"),
+    ],
+)
+def test_position_errors(kwargs, error, match):
+    rope = RoPE(4, 12)
+    x = np.zeros((4, 3, 2), np.float32)
+    if "offset" in kwargs and kwargs["offset"] == 8:
+        x = np.zeros((4, 5, 2), np.float32)
+    with pytest.raises(error, match=match):
+        rope(x, **kwargs)
+
+
+# --- interleaved pairs ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("T", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("dtype", INPUT_DTYPES)
+def test_interleaved_matches_reference(dtype, T):
+    rope = RoPE(8, 6, T=T, interleaved=True)
+    x = sample((8, 5, 3), dtype, seed=24)
+    expected = reference.rope_apply_pairs(
+        x, rope.cos_cached, rope.sin_cached, reference.interleaved_pairs(8)
+    )
+    for _, view in layouts(x):
+        assert_bitwise_equal(rope(view), expected)
+
+
+def test_interleaved_tables_are_the_half_tables_reordered():
+    half, inter = RoPE(16, 9), RoPE(16, 9, interleaved=True)
+    assert_bitwise_equal(inter.cos_cached, half_to_interleaved(half.cos_cached))
+    assert_bitwise_equal(inter.sin_cached, half_to_interleaved(half.sin_cached))
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_layout_conversion_makes_the_two_pairings_agree(order):
+    x = np.asarray(sample((16, 9, 4), np.float32, seed=25), order=order)
+    half, inter = RoPE(16, 9), RoPE(16, 9, interleaved=True)
+    assert_bitwise_equal(inter(x), half_to_interleaved(half(interleaved_to_half(x))))
+    assert_bitwise_equal(half_to_interleaved(interleaved_to_half(x)), x)
+
+
+def test_weight_permutation_is_hugging_faces_permute():
+    """HF's convert_llama_weights_to_hf.py: w.view(n, d/n/2, 2, d).transpose(1, 2).reshape(d, d)."""
+    heads, head_size, model = 4, 6, 24
+    w = np.arange(model * model, dtype=np.float32).reshape(model, model)
+    hf = w.reshape(heads, head_size // 2, 2, model).transpose(0, 2, 1, 3).reshape(model, model)
+    assert_bitwise_equal(interleaved_to_half(w, axis=0, heads=heads), hf)
+    assert_bitwise_equal(half_to_interleaved(hf, axis=0, heads=heads), w)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.bool_])
+def test_odd_interleaved_head_passes_the_last_channel_through(dtype):
+    rope = RoPE(7, 5, interleaved=True)
+    x = sample((7, 5, 2), dtype, seed=26)
+    y = rope(x)
+    expected = reference.rope_apply_pairs(
+        x, rope.cos_cached, rope.sin_cached, reference.interleaved_pairs(7)
+    )
+    for _, view in layouts(x):
+        assert_bitwise_equal(rope(view), expected)
+    assert_bitwise_equal(y[6], x[6].astype(np.float32))
+    assert rope.cos_cached[6].tolist() == [1.0] * 5 and rope.sin_cached[6].tolist() == [0.0] * 5
+
+
+def test_odd_head_still_needs_interleaved():
+    with pytest.raises(ValueError, match="multiple of 2, got 7"):
+        RoPE(7, 5)
+    with pytest.raises(TypeError, match="interleaved must be True or False"):
+        RoPE(8, 5, interleaved="yes")
+
+
+# --- backward ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_backward_matches_finite_differences(interleaved):
+    rope = RoPE(8, 6, T=np.float64, interleaved=interleaved)
+    rng = np.random.default_rng(27)
+    x = rng.standard_normal((8, 6, 2))
+    dy = rng.standard_normal(x.shape)
+    dx = rope.backward(dy)
+    eps = 1e-6
+    numeric = np.empty_like(x)
+    for index in np.ndindex(*x.shape):
+        step = np.zeros_like(x)
+        step[index] = eps
+        numeric[index] = (np.sum(dy * rope(x + step)) - np.sum(dy * rope(x - step))) / (2 * eps)
+    np.testing.assert_allclose(dx, numeric, rtol=1e-7, atol=1e-8)
+
+
+@pytest.mark.parametrize("T", [np.float32, np.float64])
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_backward_undoes_forward(T, interleaved):
+    rope = RoPE(16, 50, T=T, interleaved=interleaved)
+    x = np.random.default_rng(28).standard_normal((16, 50, 3)).astype(T)
+    back = rope.backward(rope(x))
+    assert ulp_distance(back, x).max() <= 2 or np.abs(back - x).max() <= 4 * np.finfo(T).eps
+
+
+def test_backward_is_the_transposed_rotation_exactly():
+    cos = np.random.default_rng(29).standard_normal((6, 4)).astype(np.float32)
+    sin = np.random.default_rng(30).standard_normal((6, 4)).astype(np.float32)
+    rope = RoPE.from_tables(6, cos, sin)
+    dy = sample((6, 4, 2), np.float32, seed=31)
+    dx = np.empty_like(dy)
+    for h1, h2 in reference.half_pairs(6):
+        c1, s1, c2, s2 = cos[h1, :, None], sin[h1, :, None], cos[h2, :, None], sin[h2, :, None]
+        with np.errstate(all="ignore"):
+            dx[h1] = dy[h1] * c1 + dy[h2] * s2
+            dx[h2] = dy[h2] * c2 - dy[h1] * s1
+    assert_bitwise_equal(rope.backward(dy), dx)
+
+
+def test_backward_with_offset_and_out():
+    rope = RoPE(8, 10)
+    dy = sample((8, 3, 2), np.float32, seed=32)
+    full = np.zeros((8, 10, 2), np.float32)
+    full[:, 4:7] = dy
+    out = np.empty_like(dy)
+    assert rope.backward(dy, out=out, offset=4) is out
+    assert_bitwise_equal(out, rope.backward(full)[:, 4:7])
+
+
+# --- AbsolutePE: offset and batch-first ----------------------------------------------
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_absolute_offset_equals_slicing(order):
+    pe = AbsolutePE(8, 30)
+    long = np.asarray(sample((30, 8, 2), np.float32, seed=33), order=order)
+    full = pe(long)
+    part = np.asarray(long[12:17], order=order)
+    assert_bitwise_equal(pe(part, offset=12), full[12:17])
+    with pytest.raises(ValueError, match="exceeds maximum length"):
+        pe(part, offset=26)
+
+
+@pytest.mark.parametrize("dtype", INPUT_DTYPES)
+def test_absolute_batch_first(dtype):
+    pe = AbsolutePE(6, 10)
+    x = sample((3, 7, 6), dtype, seed=34)  # (batch, seq, features)
+    expected = pe(np.ascontiguousarray(x.transpose(1, 2, 0))).transpose(2, 0, 1)
+    for _, view in layouts(x):
+        y = pe(view, batch_first=True)
+        assert_bitwise_equal(y, expected)
+    julia_layout = np.ascontiguousarray(x.transpose(1, 2, 0))
+    assert_bitwise_equal(
+        pe(x, batch_first=True, offset=3), pe(julia_layout, offset=3).transpose(2, 0, 1)
+    )
+    with pytest.raises(ValueError, match="batch_first"):
+        pe(np.zeros((3, 7, 6, 1)), batch_first=True)
+    with pytest.raises(ValueError, match="Channel dimension"):
+        pe(np.zeros((3, 7, 5)), batch_first=True)
