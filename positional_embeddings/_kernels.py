@@ -43,9 +43,13 @@ __all__ = [
     "F16_RECORD",
     "absolute_forward",
     "absolute_table",
+    "alibi_bias",
+    "gather_rows",
     "inverse_frequencies",
+    "relative_index",
     "rope_forward",
     "rope_tables",
+    "t5_bucket",
 ]
 
 _JIT = {"cache": True, "nogil": True, "error_model": "numpy"}
@@ -530,3 +534,66 @@ def absolute_table(theta: np.ndarray, embeddings: np.ndarray) -> None:
     """
     cost = theta.size * embeddings.shape[1] * _SINCOS_COST
     run_ranges(_absolute_table, embeddings.shape[1], cost, theta, embeddings)
+
+
+@numba.njit(**_JIT)
+def relative_index(clip: int, out: np.ndarray) -> None:
+    """``out[i, j] = clip(j - i, -clip, clip) + clip`` over a (length_q, length_k) array."""
+    for i in range(out.shape[0]):
+        for j in range(out.shape[1]):
+            out[i, j] = min(max(j - i, -clip), clip) + clip
+
+
+@numba.njit(**_JIT)
+def gather_rows(table: np.ndarray, index: np.ndarray, out: np.ndarray) -> None:
+    """``out[i, j, :] = table[index[i, j], :]``."""
+    for i in range(index.shape[0]):
+        for j in range(index.shape[1]):
+            row = index[i, j]
+            for c in range(table.shape[1]):
+                out[i, j, c] = table[row, c]
+
+
+@numba.njit(**_JIT)
+def t5_bucket(
+    relative: np.ndarray, bidirectional: bool, buckets: int, max_distance: int, out: np.ndarray
+) -> None:
+    """T5's relative-position buckets of a 1-D array, element by element
+    (Hugging Face's ``_relative_position_bucket``, its log in float32 as torch's)."""
+    if bidirectional:
+        buckets //= 2
+    exact = buckets // 2
+    log_ratio = np.float32(math.log(max_distance / exact))
+    for k in range(relative.size):
+        n = -relative[k]
+        bucket = 0
+        if bidirectional:
+            if n < 0:
+                bucket = buckets
+                n = -n
+        elif n < 0:
+            n = 0
+        if n < exact:
+            bucket += n
+        else:
+            scaled = (
+                np.float32(math.log(np.float32(n) / np.float32(exact)))
+                / log_ratio
+                * np.float32(buckets - exact)
+            )
+            bucket += min(exact + int(scaled), buckets - 1)
+        out[k] = bucket
+
+
+@numba.njit(**_JIT)
+def alibi_bias(slopes: np.ndarray, causal: bool, out: np.ndarray) -> None:
+    """``out[k, q, h] = -(slopes[h] * |q - k|)`` in ``out``'s type (slopes
+    already of that type); with ``causal``, ``-inf`` for keys after the query."""
+    for k in range(out.shape[0]):
+        for q in range(out.shape[1]):
+            distance = _cvt(abs(q - k), out)
+            for h in range(out.shape[2]):
+                if causal and k > q:
+                    out[k, q, h] = -np.inf
+                else:
+                    out[k, q, h] = -(slopes[h] * distance)

@@ -113,7 +113,7 @@ def absolute_table(embedding_size: int, max_length: int, base=10_000) -> np.ndar
 
 def absolute_apply(x: np.ndarray, embeddings: np.ndarray) -> np.ndarray:
     """y[s, c, ...] = x[s, c, ...] + embeddings[c, s], element by element."""
-    T = promote(x.dtype, np.dtype(np.float32))
+    T = promote(x.dtype, embeddings.dtype)
     y = np.empty(x.shape, T)
     with np.errstate(all="ignore"):
         for index in np.ndindex(*x.shape):

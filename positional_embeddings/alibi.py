@@ -1,0 +1,106 @@
+"""ALiBi: attention with linear biases (Press et al., 2022)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ._checks import as_flag, as_float_dtype, as_size
+from ._kernels import alibi_bias as _alibi_bias_kernel
+
+__all__ = ["alibi_bias", "alibi_slopes"]
+
+
+def alibi_slopes(n_heads: int) -> np.ndarray:
+    """The per-head slopes of ALiBi, by the paper's rule.
+
+    For a power of two n: ``2^(-8/n), 2^(-16/n), ..., 2^(-8)`` (start and
+    ratio ``2^(-8/n)``).  Otherwise the slopes of the nearest lower power of
+    two, followed by every other slope of the next power of two, as many as
+    are missing.
+
+    Parameters
+    ----------
+    n_heads : int
+        Number of attention heads (>= 1).
+
+    Returns
+    -------
+    numpy.ndarray
+        float64, shape ``(n_heads,)``.
+
+    Examples
+    --------
+    >>> alibi_slopes(8)
+    array([0.5       , 0.25      , 0.125     , 0.0625    , 0.03125   ,
+           0.015625  , 0.0078125 , 0.00390625])
+    >>> alibi_slopes(3)  # 2 slopes for 2 heads, then the first of 4 heads' every other
+    array([0.0625    , 0.00390625, 0.25      ])
+    """
+    n_heads = as_size(n_heads, "n_heads", minimum=1)
+    return np.array(_slopes(n_heads))
+
+
+def _slopes(n: int) -> list[float]:
+    def power_of_two(count: int) -> list[float]:
+        start = 2.0 ** (-(2.0 ** -(math.log2(count) - 3)))
+        return [start * start**i for i in range(count)]
+
+    if math.log2(n).is_integer():
+        return power_of_two(n)
+    closest = 2 ** math.floor(math.log2(n))
+    return power_of_two(closest) + _slopes(2 * closest)[0::2][: n - closest]
+
+
+def alibi_bias(
+    n_heads: int,
+    length_q: int,
+    length_k: int | None = None,
+    *,
+    causal: bool = False,
+    dtype: Any = np.float32,
+) -> np.ndarray:
+    """ALiBi's attention bias ``-slope_h * |q - k|`` in Julia's (key, query, head) layout.
+
+    Parameters
+    ----------
+    n_heads : int
+        Number of heads (>= 1); slopes from :func:`alibi_slopes`.
+    length_q : int
+        Number of queries (>= 0).
+    length_k : int, optional
+        Number of keys (>= 0); defaults to ``length_q``.
+    causal : bool, default False
+        Keys after the query get ``-inf`` (masked) instead of a penalty.
+    dtype : np.float32 or np.float64, default np.float32
+        The slopes are rounded to it first and multiplied in it (as a float32
+        torch implementation does).
+
+    Returns
+    -------
+    numpy.ndarray
+        Shape ``(length_k, length_q, n_heads)``: the layout of the package's
+        attention scores ``kᵀq`` (keys on the first axis, softmax over it).
+        For scores of shape (length_k, length_q, heads*batch), add
+        ``np.tile(bias, (1, 1, batch))`` (heads vary fastest, as Julia's
+        ``split_heads`` lays them out).
+
+    Examples
+    --------
+    >>> alibi_bias(2, 3)[:, :, 0]
+    array([[-0.    , -0.0625, -0.125 ],
+           [-0.0625, -0.    , -0.0625],
+           [-0.125 , -0.0625, -0.    ]], dtype=float32)
+    """
+    n_heads = as_size(n_heads, "n_heads", minimum=1)
+    length_q = as_size(length_q, "length_q")
+    length_k = length_q if length_k is None else as_size(length_k, "length_k")
+    causal = as_flag(causal, "causal")
+    dtype = as_float_dtype(dtype)
+    if dtype == np.float16:
+        raise TypeError("alibi_bias computes in float32 or float64, got float16")
+    bias = np.empty((length_k, length_q, n_heads), dtype=dtype)
+    _alibi_bias_kernel(alibi_slopes(n_heads).astype(dtype), causal, bias)
+    return bias

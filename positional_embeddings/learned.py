@@ -1,0 +1,138 @@
+"""Learned absolute position embeddings (BERT, GPT-2): a trainable table added to x."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ._checks import as_array, as_float_dtype, as_flag, as_real, as_size, resolve_positions
+from .absolute import add_embeddings
+
+__all__ = ["LearnedPE"]
+
+
+def _table_dtype(dtype: Any) -> np.dtype:
+    dtype = as_float_dtype(dtype)
+    if dtype == np.float16:
+        raise TypeError("LearnedPE tables must be float32 or float64, got float16")
+    return dtype
+
+
+class LearnedPE:
+    """A trainable (max_length, embedding_size) table added to x: ``y = x + pos[:seq_len]``.
+
+    Beyond Julia (seeds 002 and 004 of this project): PyTorch's
+    ``x + nn.Embedding(max_len, d)(arange(seq_len))``.  Same layouts, checks
+    and dtype rules as :class:`AbsolutePE`, sharing its kernels.
+
+    Parameters
+    ----------
+    max_length : int
+        Number of positions (>= 0).
+    embedding_size : int
+        Feature size (>= 0).
+    std : real, default 0.02
+        Initial values are drawn from N(0, std²), as BERT and GPT-2 initialise
+        theirs (``initializer_range = 0.02``).
+    seed : int or numpy.random.Generator, optional
+        Random source for the initial values.
+    dtype : np.float32 or np.float64, default np.float32
+
+    Attributes
+    ----------
+    embeddings : numpy.ndarray
+        Shape ``(max_length, embedding_size)``, writeable: train it in place.
+    max_length, embedding_size : int
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> pe = LearnedPE(1000, 512, seed=0)
+    >>> x = np.zeros((100, 512, 32), np.float32)       # (seq, features, batch)
+    >>> bool(np.array_equal(pe(x)[:, :, 3], pe.embeddings[:100]))
+    True
+    >>> dx, dtable = pe.backward(np.ones_like(x))      # dy summed over the batch
+    >>> float(dtable[0, 0]), float(dtable[100, 0])
+    (32.0, 0.0)
+    """
+
+    __slots__ = ("embedding_size", "embeddings", "max_length")
+
+    def __init__(
+        self,
+        max_length: int,
+        embedding_size: int,
+        *,
+        std: float = 0.02,
+        seed: Any = None,
+        dtype: Any = np.float32,
+    ) -> None:
+        max_length = as_size(max_length, "max_length")
+        embedding_size = as_size(embedding_size, "embedding_size")
+        std = as_real(std, "std")
+        if not std >= 0:
+            raise ValueError(f"std must be >= 0, got {std}")
+        dtype = _table_dtype(dtype)
+        rng = np.random.default_rng(seed)
+        table = rng.normal(0.0, std, size=(max_length, embedding_size)).astype(dtype)
+        self._set(table)
+
+    @classmethod
+    def from_table(cls, embeddings: Any) -> LearnedPE:
+        """A LearnedPE holding ``embeddings`` (max_length, embedding_size) itself, not a copy."""
+        table = np.asarray(embeddings)
+        _table_dtype(table.dtype)
+        if table.ndim != 2:
+            raise ValueError(
+                f"embeddings must be (max_length, embedding_size), got shape {table.shape}"
+            )
+        pe = cls.__new__(cls)
+        pe._set(table)
+        return pe
+
+    def _set(self, table: np.ndarray) -> None:
+        self.embeddings = table
+        self.max_length, self.embedding_size = table.shape
+
+    def __call__(
+        self,
+        x: Any,
+        out: np.ndarray | None = None,
+        *,
+        offset: int = 0,
+        batch_first: bool = False,
+    ) -> np.ndarray:
+        """``x + embeddings[offset:offset+seq_len]`` over (seq_len, embedding_size, batch...).
+
+        ``batch_first=True`` takes (batch, seq_len, embedding_size).  ``out``
+        and the dtype rules are those of :meth:`AbsolutePE.__call__`.
+        """
+        return add_embeddings(self.embeddings.T, x, out, offset, batch_first)
+
+    def backward(
+        self, dy: Any, *, offset: int = 0, batch_first: bool = False
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Vector-Jacobian product: ``(dx, dembeddings)`` for the output gradient ``dy``.
+
+        ``dx = dy`` (a copy) and ``dembeddings[offset + s] = sum of dy[s]
+        over the batch``, zero for the other rows (seed 004: ``δx = δy``,
+        ``δpos = δy`` summed over the batch), in the table's dtype.
+        """
+        batch_first = as_flag(batch_first, "batch_first")
+        dy = as_array(dy, "dy", 3)
+        view = dy.transpose(1, 2, 0) if batch_first else dy
+        if view.shape[1] != self.embedding_size:
+            raise ValueError(
+                "Channel dimension must match embedding size: expected "
+                f"{self.embedding_size}, got {view.shape[1]}"
+            )
+        start = resolve_positions(view.shape[0], (), self.max_length, offset)
+        grad = np.zeros_like(self.embeddings)
+        grad[start : start + view.shape[0]] = view.sum(
+            axis=tuple(range(2, view.ndim)), dtype=self.embeddings.dtype
+        )
+        return dy.copy(order="K"), grad
+
+    def __repr__(self) -> str:
+        return f"LearnedPE(max_length={self.max_length}, embedding_size={self.embedding_size})"

@@ -1,0 +1,175 @@
+"""Relative position encodings: Shaw et al.'s clipped distances and T5's buckets.
+
+Both are laid out (length_q, length_k) like their sources (query rows, key
+columns); transpose for Julia's (key, query) scores layout.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ._checks import as_flag, as_float_dtype, as_real, as_size
+from ._kernels import gather_rows, relative_index, t5_bucket
+
+__all__ = ["RelativePE", "relative_position_index", "t5_relative_position_bucket"]
+
+
+def relative_position_index(length_q: int, length_k: int, max_relative_position: int) -> np.ndarray:
+    """Indices of clipped relative distances: ``clip(j - i, -k, k) + k``.
+
+    Parameters
+    ----------
+    length_q, length_k : int
+        Number of queries and keys (>= 0).
+    max_relative_position : int
+        The clipping distance k (>= 0).
+
+    Returns
+    -------
+    numpy.ndarray
+        int64, shape ``(length_q, length_k)``, values in ``[0, 2k]``; entry
+        ``[i, j]`` is for query ``i`` and key ``j``.
+
+    Examples
+    --------
+    >>> relative_position_index(3, 4, 1)
+    array([[1, 2, 2, 2],
+           [0, 1, 2, 2],
+           [0, 0, 1, 2]])
+    """
+    length_q = as_size(length_q, "length_q")
+    length_k = as_size(length_k, "length_k")
+    clip = as_size(max_relative_position, "max_relative_position")
+    index = np.empty((length_q, length_k), dtype=np.int64)
+    relative_index(clip, index)
+    return index
+
+
+class RelativePE:
+    """Learned embeddings of clipped relative distances (Shaw et al., 2018).
+
+    Beyond Julia (seed 002 of this project): a trainable table of ``2k + 1``
+    rows, one per distance ``j - i`` in ``[-k, k]`` (longer distances are
+    clipped), gathered into a (length_q, length_k, embedding_size) tensor.
+
+    Parameters
+    ----------
+    max_relative_position : int
+        The clipping distance k (>= 0).
+    embedding_size : int
+        Feature size (>= 0).
+    std : real, default 1.0
+        Initial values from N(0, std²), as ``torch.nn.Embedding`` initialises.
+    seed : int or numpy.random.Generator, optional
+    dtype : numpy float type, default ``np.float32``
+
+    Attributes
+    ----------
+    embeddings : numpy.ndarray
+        Shape ``(2k + 1, embedding_size)``, writeable; row ``d + k`` is distance ``d``.
+    max_relative_position, embedding_size : int
+
+    Examples
+    --------
+    >>> rel = RelativePE(2, 8, seed=0)
+    >>> rel(5, 7).shape
+    (5, 7, 8)
+    >>> bool(np.array_equal(rel(5, 7)[0, 6], rel.embeddings[4]))  # distance 6 clips to 2
+    True
+    """
+
+    __slots__ = ("embedding_size", "embeddings", "max_relative_position")
+
+    def __init__(
+        self,
+        max_relative_position: int,
+        embedding_size: int,
+        *,
+        std: float = 1.0,
+        seed: Any = None,
+        dtype: Any = np.float32,
+    ) -> None:
+        self.max_relative_position = as_size(max_relative_position, "max_relative_position")
+        self.embedding_size = as_size(embedding_size, "embedding_size")
+        std = as_real(std, "std")
+        if not std >= 0:
+            raise ValueError(f"std must be >= 0, got {std}")
+        rows = 2 * self.max_relative_position + 1
+        self.embeddings = (
+            np.random.default_rng(seed)
+            .normal(0.0, std, size=(rows, self.embedding_size))
+            .astype(as_float_dtype(dtype))
+        )
+
+    def __call__(self, length_q: int, length_k: int) -> np.ndarray:
+        """The embedding of each (query, key) distance: shape (length_q, length_k, embedding_size)."""
+        index = relative_position_index(length_q, length_k, self.max_relative_position)
+        table = self.embeddings
+        gathered = np.empty(index.shape + (table.shape[1],), dtype=table.dtype)
+        storage = np.uint16 if table.dtype == np.float16 else table.dtype
+        gather_rows(table.view(storage), index, gathered.view(storage))
+        return gathered
+
+    def __repr__(self) -> str:
+        return (
+            f"RelativePE(max_relative_position={self.max_relative_position}, "
+            f"embedding_size={self.embedding_size})"
+        )
+
+
+def t5_relative_position_bucket(
+    relative_position: Any,
+    bidirectional: bool = True,
+    num_buckets: int = 32,
+    max_distance: int = 128,
+) -> np.ndarray:
+    """T5's bucket of each relative position (key position minus query position).
+
+    Distances below ``num_buckets // 2`` (per direction when bidirectional)
+    get a bucket each; longer ones share logarithmically wider buckets up
+    to ``max_distance``, beyond which everything falls in the last bucket.
+
+    Parameters
+    ----------
+    relative_position : array_like of int
+        ``key_position - query_position``, any shape.
+    bidirectional : bool, default True
+        Separate buckets for keys after the query (encoder); if False, keys
+        after the query share bucket 0 (decoder).
+    num_buckets : int, default 32
+    max_distance : int, default 128
+
+    Returns
+    -------
+    numpy.ndarray
+        int64 buckets in ``[0, num_buckets)``, the shape of ``relative_position``.
+
+    Notes
+    -----
+    PyTorch: Hugging Face ``T5Attention._relative_position_bucket``; the
+    logarithm is taken in float32 as torch does.  For a (query, key) grid:
+    ``t5_relative_position_bucket(np.arange(lk)[None, :] - np.arange(lq)[:, None])``.
+
+    Examples
+    --------
+    >>> t5_relative_position_bucket(np.array([-3, -1, 0, 1, 3, 200]))
+    array([ 3,  1,  0, 17, 19, 31])
+    """
+    bidirectional = as_flag(bidirectional, "bidirectional")
+    num_buckets = as_size(num_buckets, "num_buckets")
+    max_distance = as_size(max_distance, "max_distance")
+    exact = (num_buckets // 2 if bidirectional else num_buckets) // 2
+    if exact < 1 or max_distance <= exact:
+        raise ValueError(
+            "need at least 2 exact buckets per direction and max_distance above them, got "
+            f"num_buckets={num_buckets}, max_distance={max_distance}"
+        )
+    relative = np.asarray(relative_position)
+    if relative.dtype.kind not in "iu":
+        raise TypeError(f"relative_position must be integers, got dtype {relative.dtype}")
+    flat = np.ascontiguousarray(relative, dtype=np.int64).reshape(-1)
+    buckets = np.empty_like(flat)
+    t5_bucket(flat, bidirectional, num_buckets, max_distance, buckets)
+    return buckets.reshape(relative.shape)

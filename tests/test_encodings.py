@@ -1,0 +1,179 @@
+"""Learned, relative (Shaw, T5) and ALiBi encodings against slow references."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import reference
+from conftest import assert_bitwise_equal
+from positional_embeddings import (
+    LearnedPE,
+    RelativePE,
+    alibi_bias,
+    alibi_slopes,
+    relative_position_index,
+    t5_relative_position_bucket,
+)
+from test_rope import INPUT_DTYPES, layouts, sample
+
+# --- learned -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", INPUT_DTYPES)
+@pytest.mark.parametrize("table_dtype", [np.float32, np.float64])
+def test_learned_forward_matches_reference(dtype, table_dtype):
+    pe = LearnedPE(9, 6, seed=1, dtype=table_dtype)
+    x = sample((5, 6, 3), dtype, seed=41)
+    expected = reference.absolute_apply(x, pe.embeddings.T)
+    for _, view in layouts(x):
+        assert_bitwise_equal(pe(view), expected)
+    assert_bitwise_equal(pe(x[:2], offset=7), reference.absolute_apply(x[:2], pe.embeddings[7:9].T))
+    batch_first = np.ascontiguousarray(x.transpose(2, 0, 1))
+    assert_bitwise_equal(pe(batch_first, batch_first=True), expected.transpose(2, 0, 1))
+
+
+def test_learned_initialisation_and_training_in_place():
+    pe = LearnedPE(2000, 64, seed=0)
+    assert pe.embeddings.shape == (2000, 64) and pe.embeddings.dtype == np.float32
+    assert abs(pe.embeddings.std() - 0.02) < 1e-3 and abs(pe.embeddings.mean()) < 1e-3
+    assert_bitwise_equal(LearnedPE(2000, 64, seed=0).embeddings, pe.embeddings)
+    pe.embeddings[:] = 1.0
+    assert pe(np.zeros((3, 64, 1), np.float32))[0, 0, 0] == 2.0 - 1.0
+
+
+def test_learned_backward():
+    pe = LearnedPE(10, 4, dtype=np.float64, seed=2)
+    dy = np.random.default_rng(3).standard_normal((3, 4, 2, 5))
+    dx, dtable = pe.backward(dy, offset=6)
+    assert_bitwise_equal(dx, dy)
+    assert dx is not dy
+    assert dtable.shape == (10, 4)
+    np.testing.assert_array_equal(dtable[:6], 0)
+    np.testing.assert_allclose(dtable[6:9], dy.sum(axis=(2, 3)), rtol=1e-12)
+    np.testing.assert_array_equal(dtable[9:], 0)
+    _, batch_first = pe.backward(np.ascontiguousarray(dy[..., 0].transpose(2, 0, 1)), batch_first=True)
+    np.testing.assert_allclose(batch_first[:3], dy[..., 0].sum(axis=2), rtol=1e-12)
+
+
+def test_learned_errors():
+    with pytest.raises(TypeError, match="float16"):
+        LearnedPE(4, 4, dtype=np.float16)
+    with pytest.raises(ValueError, match="std"):
+        LearnedPE(4, 4, std=-1)
+    with pytest.raises(ValueError, match="Channel dimension"):
+        LearnedPE(4, 4)(np.zeros((2, 3, 1)))
+    with pytest.raises(ValueError, match="exceeds maximum length"):
+        LearnedPE(4, 4)(np.zeros((5, 4, 1)))
+    with pytest.raises(ValueError, match="shape"):
+        LearnedPE.from_table(np.zeros(4))
+    table = np.ones((3, 2))
+    assert LearnedPE.from_table(table).embeddings is table
+
+
+# --- relative (Shaw) -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("lq,lk,k", [(3, 4, 1), (6, 6, 2), (1, 9, 0), (0, 3, 2), (7, 2, 10)])
+def test_relative_index_matches_loop(lq, lk, k):
+    expected = np.array(
+        [[min(max(j - i, -k), k) + k for j in range(lk)] for i in range(lq)], dtype=np.int64
+    ).reshape(lq, lk)
+    assert_bitwise_equal(relative_position_index(lq, lk, k), expected)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_relative_embeddings_gather_the_table(dtype):
+    rel = RelativePE(3, 5, seed=4, dtype=dtype)
+    assert rel.embeddings.shape == (7, 5)
+    gathered = rel(4, 9)
+    assert gathered.shape == (4, 9, 5) and gathered.dtype == dtype
+    assert_bitwise_equal(gathered, rel.embeddings[relative_position_index(4, 9, 3)])
+
+
+# --- T5 buckets ----------------------------------------------------------------------
+
+
+def t5_reference(relative, bidirectional, num_buckets, max_distance):
+    """Hugging Face's T5Attention._relative_position_bucket, one value at a time."""
+    bucket = 0
+    if bidirectional:
+        num_buckets //= 2
+        bucket += num_buckets if relative > 0 else 0
+        n = abs(relative)
+    else:
+        n = -min(relative, 0)
+    exact = num_buckets // 2
+    if n < exact:
+        return bucket + n
+    large = np.float32(np.log(np.float32(n) / np.float32(exact)))
+    large = large / np.float32(math.log(max_distance / exact)) * np.float32(num_buckets - exact)
+    return bucket + min(exact + int(large), num_buckets - 1)
+
+
+@pytest.mark.parametrize("bidirectional", [True, False])
+@pytest.mark.parametrize("num_buckets,max_distance", [(32, 128), (16, 64), (8, 20)])
+def test_t5_buckets_match_reference(bidirectional, num_buckets, max_distance):
+    relative = np.arange(-300, 301)
+    expected = [t5_reference(r, bidirectional, num_buckets, max_distance) for r in relative]
+    actual = t5_relative_position_bucket(relative, bidirectional, num_buckets, max_distance)
+    np.testing.assert_array_equal(actual, expected)
+    grid = np.arange(5)[None, :] - np.arange(4)[:, None]
+    assert t5_relative_position_bucket(grid).shape == (4, 5)
+
+
+def test_t5_errors():
+    with pytest.raises(TypeError, match="integers"):
+        t5_relative_position_bucket(np.array([1.5]))
+    with pytest.raises(ValueError, match="max_distance"):
+        t5_relative_position_bucket(np.array([1]), num_buckets=32, max_distance=4)
+
+
+# --- ALiBi ---------------------------------------------------------------------------
+
+
+def slopes_by_rule(n):
+    """The paper's rule, written from its definition: geometric, start = ratio = 2^(-8/n)."""
+    def geometric(count):
+        return [2.0 ** (-8.0 * i / count) for i in range(1, count + 1)]
+
+    power = 2 ** int(math.floor(math.log2(n)))
+    if power == n:
+        return geometric(n)
+    return geometric(power) + geometric(2 * power)[0::2][: n - power]
+
+
+@pytest.mark.parametrize("n", range(1, 65))
+def test_alibi_slopes_follow_the_rule(n):
+    slopes = alibi_slopes(n)
+    assert slopes.shape == (n,)
+    # The paper's code computes start * start**i: a few ULP from 2^(-8i/n).
+    np.testing.assert_allclose(slopes, slopes_by_rule(n), rtol=4e-15)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_alibi_bias_matches_loop(causal, dtype):
+    heads, lq, lk = 5, 4, 6
+    bias = alibi_bias(heads, lq, lk, causal=causal, dtype=dtype)
+    assert bias.shape == (lk, lq, heads) and bias.dtype == dtype
+    slopes = alibi_slopes(heads).astype(dtype)
+    for k, q, h in np.ndindex(lk, lq, heads):
+        expected = -np.inf if causal and k > q else -(slopes[h] * dtype(abs(q - k)))
+        assert bias[k, q, h] == expected
+
+
+def test_alibi_bias_broadcasts_over_julia_heads_batch_axis():
+    bias = alibi_bias(2, 3)
+    tiled = np.tile(bias, (1, 1, 4))  # heads vary fastest in (heads*batch)
+    assert tiled.shape == (3, 3, 8)
+    assert_bitwise_equal(tiled[:, :, 5], bias[:, :, 1])
+
+
+def test_alibi_errors():
+    with pytest.raises(ValueError, match="n_heads must be >= 1"):
+        alibi_slopes(0)
+    with pytest.raises(TypeError, match="float16"):
+        alibi_bias(2, 3, dtype=np.float16)
