@@ -4,10 +4,8 @@ Nothing here validates or allocates user-visible arrays: the callers in
 ``rope.py``, ``absolute.py`` and ``frequencies.py`` check arguments, allocate
 outputs in the input's memory order, and hand 3-D views to these loops.
 
-Compile flags come from ``_JIT`` alone: ``cache=True`` so a second process
-starts without compiling, and never ``fastmath`` (it allows fused
-multiply-adds and reassociation, which Julia does not do, and would break
-bit parity).
+Compile flags come from ``_jit.JIT`` alone (cached, GIL released, IEEE
+division, never ``fastmath``).
 
 Element arithmetic follows Julia's promotion rules exactly, through a few
 small type-dispatched helpers (numba ``overload``s) that the loops share:
@@ -36,6 +34,7 @@ from llvmlite import ir
 from numba.core import types
 from numba.extending import intrinsic, overload
 
+from ._jit import JIT
 from ._julia_math import pow_f64, sincos_f32, sincos_f64
 from ._parallel import run_ranges
 
@@ -52,7 +51,6 @@ __all__ = [
     "t5_bucket",
 ]
 
-_JIT = {"cache": True, "nogil": True, "error_model": "numpy"}
 
 _SINCOS_COST = 256
 """One sin/cos evaluation, in bytes of memory traffic that take as long (for
@@ -84,7 +82,7 @@ def _u32_as_f32(typingctx, value):  # type: ignore[no-untyped-def]
     return signature, codegen
 
 
-@numba.njit(**_JIT)
+@numba.njit(**JIT)
 def f16_bits_to_f32(bits: int) -> float:
     """Decode IEEE binary16 bits into the (exactly equal) float32."""
     h = np.uint32(bits)
@@ -101,7 +99,7 @@ def f16_bits_to_f32(bits: int) -> float:
     )
 
 
-@numba.njit(**_JIT)
+@numba.njit(**JIT)
 def f32_to_f16_bits(value: float) -> int:
     """Round a float32 to the nearest binary16 (ties to even); return its bits."""
     u = _f32_as_u32(np.float32(value))
@@ -129,7 +127,7 @@ def f32_to_f16_bits(value: float) -> int:
     return sign | np.uint16(h)
 
 
-@numba.njit(**_JIT)
+@numba.njit(**JIT)
 def f64_to_f16_bits(value: float) -> int:
     """Round a float64 to the nearest binary16 (ties to even), in one rounding.
 
@@ -144,7 +142,7 @@ def f64_to_f16_bits(value: float) -> int:
     return f32_to_f16_bits(single)
 
 
-@numba.njit(**_JIT)
+@numba.njit(**JIT)
 def _round_f16(value: float) -> float:
     """A float32 rounded to the nearest binary16 value, kept as float32."""
     return f16_bits_to_f32(f32_to_f16_bits(value))
@@ -154,7 +152,7 @@ def _load(value):  # type: ignore[no-untyped-def]
     """An array element as a number (float16 records become float32)."""
 
 
-@overload(_load, jit_options=_JIT)
+@overload(_load, jit_options=JIT)
 def _ov_load(value):  # type: ignore[no-untyped-def]
     if isinstance(value, types.Record):
         return lambda value: f16_bits_to_f32(value.bits)
@@ -165,7 +163,7 @@ def _rotated(value):  # type: ignore[no-untyped-def]
     """``value`` as an element of Julia's ``neg_half(x)``: Bool becomes Int."""
 
 
-@overload(_rotated, jit_options=_JIT)
+@overload(_rotated, jit_options=JIT)
 def _ov_rotated(value):  # type: ignore[no-untyped-def]
     if isinstance(value, types.Boolean):
         return lambda value: np.int64(value)
@@ -176,7 +174,7 @@ def _neg(value):  # type: ignore[no-untyped-def]
     """``-value`` in the value's own type, as Julia's ``neg_half`` negates."""
 
 
-@overload(_neg, jit_options=_JIT)
+@overload(_neg, jit_options=JIT)
 def _ov_neg(value):  # type: ignore[no-untyped-def]
     if isinstance(value, types.Boolean):
         return lambda value: -np.int64(value)
@@ -194,7 +192,7 @@ def _cvt(value, out):  # type: ignore[no-untyped-def]
     """``value`` converted to the arithmetic type of ``out``'s elements."""
 
 
-@overload(_cvt, jit_options=_JIT)
+@overload(_cvt, jit_options=JIT)
 def _ov_cvt(value, out):  # type: ignore[no-untyped-def]
     if out.dtype == types.uint16:
         return lambda value, out: _round_f16(np.float32(value))
@@ -207,7 +205,7 @@ def _rnd(value, out):  # type: ignore[no-untyped-def]
     """Round an arithmetic result to ``out``'s precision (only float16 needs it)."""
 
 
-@overload(_rnd, jit_options=_JIT)
+@overload(_rnd, jit_options=JIT)
 def _ov_rnd(value, out):  # type: ignore[no-untyped-def]
     if out.dtype == types.uint16:
         return lambda value, out: _round_f16(value)
@@ -218,7 +216,7 @@ def _store(value, out):  # type: ignore[no-untyped-def]
     """A result in ``out``'s storage type (float16 bits for uint16 views)."""
 
 
-@overload(_store, jit_options=_JIT)
+@overload(_store, jit_options=JIT)
 def _ov_store(value, out):  # type: ignore[no-untyped-def]
     if out.dtype == types.uint16:
         return lambda value, out: f32_to_f16_bits(value)
@@ -229,7 +227,7 @@ def _mul(a, b, out):  # type: ignore[no-untyped-def]
     """Julia's ``a * b`` promoted to ``out``'s type (``b`` is a float)."""
 
 
-@overload(_mul, jit_options=_JIT)
+@overload(_mul, jit_options=JIT)
 def _ov_mul(a, b, out):  # type: ignore[no-untyped-def]
     if isinstance(a, types.Boolean):
 
@@ -245,7 +243,7 @@ def _add(a, b, out):  # type: ignore[no-untyped-def]
     """Julia's ``a + b`` promoted to ``out``'s type (``b`` is a float)."""
 
 
-@overload(_add, jit_options=_JIT)
+@overload(_add, jit_options=JIT)
 def _ov_add(a, b, out):  # type: ignore[no-untyped-def]
     if isinstance(a, types.Boolean):
         return lambda a, b, out: (
@@ -263,7 +261,7 @@ def _pair(i, pairing):  # type: ignore[no-untyped-def]
     """
 
 
-@overload(_pair, jit_options=_JIT)
+@overload(_pair, jit_options=JIT)
 def _ov_pair(i, pairing):  # type: ignore[no-untyped-def]
     if len(pairing) == 0:
         return lambda i, pairing: (2 * i, 2 * i + 1)
@@ -276,7 +274,7 @@ def _position(positions, s, b):  # type: ignore[no-untyped-def]
     one id per position and batch column."""
 
 
-@overload(_position, jit_options=_JIT)
+@overload(_position, jit_options=JIT)
 def _ov_position(positions, s, b):  # type: ignore[no-untyped-def]
     if isinstance(positions, types.Integer):
         return lambda positions, s, b: s + positions
@@ -289,13 +287,13 @@ def _per_column(positions):  # type: ignore[no-untyped-def]
     """Whether positions differ between batch columns (a compile-time constant)."""
 
 
-@overload(_per_column, jit_options=_JIT)
+@overload(_per_column, jit_options=JIT)
 def _ov_per_column(positions):  # type: ignore[no-untyped-def]
     varies = isinstance(positions, types.Array) and positions.ndim == 2
     return lambda positions: varies
 
 
-@numba.njit(**_JIT)
+@numba.njit(**JIT)
 def _rotate(x1, x2, c1, s1, c2, s2, out):  # type: ignore[no-untyped-def]
     """One RoPE pair, exactly Julia's ``x .* cos + neg_half(x) .* sin``.
 
@@ -309,13 +307,13 @@ def _rotate(x1, x2, c1, s1, c2, s2, out):  # type: ignore[no-untyped-def]
     return _store(y1, out), _store(y2, out)
 
 
-@numba.njit(**_JIT)
+@numba.njit(**JIT)
 def _pass_through(value, out):  # type: ignore[no-untyped-def]
     """The unpaired last channel of an odd interleaved head, unchanged but promoted."""
     return _store(_cvt(_load(value), out), out)
 
 
-@numba.njit(**_JIT)
+@numba.njit(**JIT)
 def _rope_inner_head(x, out, cos, sin, pairing, positions, start, stop):  # type: ignore[no-untyped-def]
     """RoPE with the head axis innermost (F order); outer range over (batch, seq)."""
     head, seq, _ = x.shape
@@ -338,7 +336,7 @@ def _rope_inner_head(x, out, cos, sin, pairing, positions, start, stop):  # type
             out[last, s, b] = _pass_through(x[last, s, b], out)
 
 
-@numba.njit(**_JIT)
+@numba.njit(**JIT)
 def _rope_inner_batch(x, out, cos, sin, pairing, positions, start, stop):  # type: ignore[no-untyped-def]
     """RoPE with the batch axis innermost (C order); outer range over pairs
     (and, for an odd head, the unpaired last channel as one more unit)."""
@@ -405,7 +403,7 @@ def rope_forward(
         run_ranges(_rope_inner_head, seq * batch, traffic, *args)
 
 
-@numba.njit(**_JIT)
+@numba.njit(**JIT)
 def _absolute_inner_seq(x, out, embeddings, offset, start, stop):  # type: ignore[no-untyped-def]
     """AbsolutePE with the seq axis innermost (Julia's order); outer range over (batch, channel)."""
     seq, channels, _ = x.shape
@@ -415,7 +413,7 @@ def _absolute_inner_seq(x, out, embeddings, offset, start, stop):  # type: ignor
             out[s, c, b] = _add(_load(x[s, c, b]), embeddings[c, s + offset], out)
 
 
-@numba.njit(**_JIT)
+@numba.njit(**JIT)
 def _absolute_inner_channel(x, out, embeddings, offset, start, stop):  # type: ignore[no-untyped-def]
     """AbsolutePE with the channel axis innermost (batch-first C order); outer range over (batch, seq)."""
     seq, channels, _ = x.shape
@@ -425,7 +423,7 @@ def _absolute_inner_channel(x, out, embeddings, offset, start, stop):  # type: i
             out[s, c, b] = _add(_load(x[s, c, b]), embeddings[c, s + offset], out)
 
 
-@numba.njit(**_JIT)
+@numba.njit(**JIT)
 def _absolute_inner_batch(x, out, embeddings, offset, start, stop):  # type: ignore[no-untyped-def]
     """AbsolutePE with the batch axis innermost (C order); outer range over (seq, channel)."""
     _, channels, batch = x.shape
@@ -457,7 +455,7 @@ def absolute_forward(
         run_ranges(_absolute_inner_batch, seq * channels, traffic, *args)
 
 
-@numba.njit(**_JIT)
+@numba.njit(**JIT)
 def inverse_frequencies(dim: int, base: float, theta: np.ndarray) -> None:
     """``theta[i] = 1 / base^((2i)/dim)``, Julia's ``1 ./ (base .^ (0:2:dim-1 ./ dim))``."""
     for i in range(theta.size):
@@ -468,7 +466,7 @@ def _sincos_in(angle, table):  # type: ignore[no-untyped-def]
     """Julia's ``sin(T(angle))``, ``cos(T(angle))`` in the table's storage type."""
 
 
-@overload(_sincos_in, jit_options=_JIT)
+@overload(_sincos_in, jit_options=JIT)
 def _ov_sincos_in(angle, table):  # type: ignore[no-untyped-def]
     if table.dtype == types.uint16:
 
@@ -483,7 +481,7 @@ def _ov_sincos_in(angle, table):  # type: ignore[no-untyped-def]
     return lambda angle, table: sincos_f64(angle)
 
 
-@numba.njit(**_JIT)
+@numba.njit(**JIT)
 def _rope_tables(theta, scale, cos, sin, pairing, start, stop):  # type: ignore[no-untyped-def]
     head = cos.shape[0]
     for p in range(start, stop):
@@ -516,7 +514,7 @@ def rope_tables(
     run_ranges(_rope_tables, cos.shape[1], cost, theta, scale, cos, sin, pairing)
 
 
-@numba.njit(**_JIT)
+@numba.njit(**JIT)
 def _absolute_table(theta, embeddings, start, stop):  # type: ignore[no-untyped-def]
     rows = embeddings.shape[0]
     for p in range(start, stop):
@@ -536,7 +534,7 @@ def absolute_table(theta: np.ndarray, embeddings: np.ndarray) -> None:
     run_ranges(_absolute_table, embeddings.shape[1], cost, theta, embeddings)
 
 
-@numba.njit(**_JIT)
+@numba.njit(**JIT)
 def relative_index(clip: int, out: np.ndarray) -> None:
     """``out[i, j] = clip(j - i, -clip, clip) + clip`` over a (length_q, length_k) array."""
     for i in range(out.shape[0]):
@@ -544,7 +542,7 @@ def relative_index(clip: int, out: np.ndarray) -> None:
             out[i, j] = min(max(j - i, -clip), clip) + clip
 
 
-@numba.njit(**_JIT)
+@numba.njit(**JIT)
 def gather_rows(table: np.ndarray, index: np.ndarray, out: np.ndarray) -> None:
     """``out[i, j, :] = table[index[i, j], :]``."""
     for i in range(index.shape[0]):
@@ -554,7 +552,7 @@ def gather_rows(table: np.ndarray, index: np.ndarray, out: np.ndarray) -> None:
                 out[i, j, c] = table[row, c]
 
 
-@numba.njit(**_JIT)
+@numba.njit(**JIT)
 def t5_bucket(
     relative: np.ndarray, bidirectional: bool, buckets: int, max_distance: int, out: np.ndarray
 ) -> None:
@@ -585,7 +583,7 @@ def t5_bucket(
         out[k] = bucket
 
 
-@numba.njit(**_JIT)
+@numba.njit(**JIT)
 def alibi_bias(slopes: np.ndarray, causal: bool, out: np.ndarray) -> None:
     """``out[k, q, h] = -(slopes[h] * |q - k|)`` in ``out``'s type (slopes
     already of that type); with ``causal``, ``-inf`` for keys after the query."""

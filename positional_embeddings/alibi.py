@@ -40,7 +40,9 @@ def alibi_slopes(n_heads: int) -> np.ndarray:
     array([0.0625    , 0.00390625, 0.25      ])
     """
     n_heads = as_size(n_heads, "n_heads", minimum=1)
-    return np.array(_slopes(n_heads))
+    slopes = np.empty(n_heads)  # an impossible size fails here, before any work
+    slopes[:] = _slopes(n_heads)
+    return slopes
 
 
 def _slopes(n: int) -> list[float]:

@@ -1,0 +1,178 @@
+"""Bad input, as an adversary would send it: every case raises TypeError/ValueError/
+MemoryError before any work, or gives the right answer; no input ever changes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import reference
+from conftest import assert_bitwise_equal
+from positional_embeddings import (
+    AbsolutePE,
+    LearnedPE,
+    RelativePE,
+    RoPE,
+    alibi_bias,
+    alibi_slopes,
+    compute_frequencies,
+    create_causal_mask,
+    create_padding_mask,
+    half_to_interleaved,
+    interleaved_to_half,
+    neg_half,
+    relative_position_index,
+    t5_relative_position_bucket,
+)
+
+ERRORS = (TypeError, ValueError, MemoryError)
+BAD_SIZES = [-1, 2.0, True, np.bool_(True), None, "4", 1j, 2**70]
+BAD_REALS = ["10", None, 1j, [10], True]
+HUGE = 2**40
+
+ROPE = RoPE(8, 10)
+PE = AbsolutePE(8, 10)
+
+
+def _x(shape, dtype=np.float32):
+    return np.ones(shape, dtype=dtype)
+
+
+def _read_only(a):
+    a = a.copy()
+    a.flags.writeable = False
+    return a
+
+
+def constructor_cases():
+    for bad in BAD_SIZES:
+        yield f"RoPE head_size={bad!r}", RoPE, (bad, 10), {}
+        yield f"RoPE seq_len={bad!r}", RoPE, (8, bad), {}
+        yield f"AbsolutePE embedding_size={bad!r}", AbsolutePE, (bad, 10), {}
+        yield f"AbsolutePE max_length={bad!r}", AbsolutePE, (8, bad), {}
+        yield f"compute_frequencies dim={bad!r}", compute_frequencies, (bad, 10), {}
+        yield f"create_causal_mask {bad!r}", create_causal_mask, (bad,), {}
+        yield f"create_padding_mask max_len={bad!r}", create_padding_mask, ([1], bad), {}
+        yield f"LearnedPE max_length={bad!r}", LearnedPE, (bad, 4), {}
+        yield f"relative_position_index {bad!r}", relative_position_index, (bad, 3, 1), {}
+        yield f"alibi_slopes {bad!r}", alibi_slopes, (bad,), {}
+    for bad in BAD_REALS:
+        yield f"RoPE base={bad!r}", RoPE, (8, 10), {"base": bad}
+        yield f"RoPE scale={bad!r}", RoPE, (8, 10), {"scale": bad}
+        yield f"AbsolutePE base={bad!r}", AbsolutePE, (8, 10), {"base": bad}
+    for base in [0, 0.0, -1.0, -np.inf]:
+        yield f"RoPE base={base}", RoPE, (8, 10), {"base": base}
+        yield f"AbsolutePE base={base}", AbsolutePE, (8, 10), {"base": base}
+    for scale in [np.inf, -np.inf, 1e308]:
+        yield f"RoPE scale={scale}", RoPE, (8, 10), {"scale": scale}
+    for T in [np.int64, np.complex64, object, "float32x", None, np.longdouble, "e4m3"]:
+        yield f"RoPE T={T!r}", RoPE, (8, 10), {"T": T}
+    yield "RoPE huge", RoPE, (HUGE, HUGE), {}
+    yield "AbsolutePE huge", AbsolutePE, (HUGE, HUGE), {}
+    yield "causal mask huge", create_causal_mask, (HUGE,), {}
+    yield "RoPE odd", RoPE, (7, 10), {}
+    yield "AbsolutePE odd", AbsolutePE, (9, 10), {}
+    yield "RoPE interleaved not bool", RoPE, (8, 10), {"interleaved": 1}
+    yield "padding float lengths", create_padding_mask, ([1.5, 2.0], 3), {}
+    yield "padding bool lengths", create_padding_mask, ([True], 3), {}
+    yield "padding 2-D lengths", create_padding_mask, ([[1, 2]], 3), {}
+    yield "padding empty", create_padding_mask, ([], 3), {}
+    yield "padding None", create_padding_mask, (None, 3), {}
+    yield "padding object lengths", create_padding_mask, ([2**70], 3), {}
+    yield "t5 floats", t5_relative_position_bucket, (np.array([0.5]),), {}
+    yield "alibi dtype", alibi_bias, (2, 3), {"dtype": np.int32}
+    yield "alibi causal not bool", alibi_bias, (2, 3), {"causal": "yes"}
+    yield "RelativePE negative", RelativePE, (-1, 4), {}
+    yield "LearnedPE nan std", LearnedPE, (4, 4), {"std": np.nan}
+    yield "from_tables ints", RoPE.from_tables, (2, np.ones((2, 2), int), np.ones((2, 2), int)), {}
+    yield "from_tables 3-D", RoPE.from_tables, (2, np.ones((2, 2, 1)), np.ones((2, 2, 1))), {}
+
+
+def call_cases():
+    for name, layer in (("rope", ROPE), ("pe", PE)):
+        yield f"{name} 2-D", layer, (_x((8, 8)),), {}
+        yield f"{name} 1-D", layer, (_x((8,)),), {}
+        yield f"{name} 0-D", layer, (np.float32(1),), {}
+        yield f"{name} None", layer, (None,), {}
+        yield f"{name} string", layer, ("abc",), {}
+        yield f"{name} complex", layer, (_x((8, 8, 1), np.complex64),), {}
+        yield f"{name} object", layer, (np.ones((8, 8, 1), dtype=object),), {}
+        yield f"{name} strings", layer, (np.full((8, 8, 1), "a"),), {}
+        yield f"{name} datetime", layer, (np.zeros((8, 8, 1), "datetime64[s]"),), {}
+        yield f"{name} ragged list", layer, ([[[1.0]], [[1.0, 2.0]]],), {}
+        yield f"{name} out shape", layer, (_x((8, 8, 2)),), {"out": _x((8, 8, 3))}
+        yield f"{name} out dtype", layer, (_x((8, 8, 2)),), {"out": _x((8, 8, 2), np.float64)}
+        yield f"{name} out list", layer, (_x((8, 8, 2)),), {"out": [[0.0]]}
+        yield f"{name} out read-only", layer, (_x((8, 8, 2)),), {"out": _read_only(_x((8, 8, 2)))}
+        big = np.zeros((8, 8, 4), np.float32)
+        yield f"{name} out partial overlap", layer, (big[:, :, :2],), {"out": big[:, :, 1:3]}
+        yield f"{name} offset negative", layer, (_x((8, 8, 2)),), {"offset": -1}
+        yield f"{name} offset float", layer, (_x((8, 8, 2)),), {"offset": 1.0}
+        yield f"{name} offset past end", layer, (_x((8, 8, 2)),), {"offset": 3}
+    yield "rope head mismatch", ROPE, (_x((6, 4, 1)),), {}
+    yield "rope seq too long", ROPE, (_x((8, 11, 1)),), {}
+    yield "rope positions out of range", ROPE, (_x((8, 3, 1)),), {"positions": [0, 1, 10]}
+    yield "rope positions float", ROPE, (_x((8, 3, 1)),), {"positions": [0.0, 1.0, 2.0]}
+    yield "rope positions shape", ROPE, (_x((8, 3, 2)),), {"positions": np.zeros((3, 3), int)}
+    yield "rope backward 2-D", ROPE.backward, (_x((8, 4)),), {}
+    yield "pe channel mismatch", PE, (_x((4, 6, 1)),), {}
+    yield "pe seq too long", PE, (_x((11, 8, 1)),), {}
+    yield "pe batch_first 4-D", PE, (_x((1, 4, 8, 1)),), {"batch_first": True}
+    yield "pe batch_first not bool", PE, (_x((1, 4, 8)),), {"batch_first": "yes"}
+    yield "neg_half dim 3", neg_half, (_x((2, 2, 2)), 3), {}
+    yield "neg_half dim float", neg_half, (_x((2, 2, 2)), 0.0), {}
+    yield "neg_half 0-d", neg_half, (np.float32(1),), {}
+    yield "neg_half object", neg_half, (np.ones(3, dtype=object),), {}
+    yield "interleaved_to_half heads", interleaved_to_half, (_x((6, 2)),), {"heads": 4}
+    yield "half_to_interleaved axis", half_to_interleaved, (_x((6, 2)),), {"axis": 2}
+
+
+CASES = list(constructor_cases()) + list(call_cases())
+
+
+def test_the_matrix_is_large():
+    assert len(CASES) >= 100
+
+
+@pytest.mark.parametrize("label,function,args,kwargs", CASES, ids=[c[0] for c in CASES])
+def test_bad_input_raises_clearly_and_changes_nothing(label, function, args, kwargs):
+    arrays = [a for a in list(args) + list(kwargs.values()) if isinstance(a, np.ndarray)]
+    before = [a.copy() for a in arrays]
+    with pytest.raises(ERRORS) as caught:
+        function(*args, **kwargs)
+    assert str(caught.value), "the error must say what was expected and what came"
+    for array, copy in zip(arrays, before):
+        assert array.tobytes() == copy.tobytes()
+
+
+SPECIAL = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0, 1e38, -1e-45], dtype=np.float32)
+
+
+@pytest.mark.parametrize("layer", ["rope", "pe"])
+def test_nan_and_inf_propagate_as_the_formula_says(layer):
+    x = np.resize(SPECIAL, 8 * 7 * 2).reshape(8, 7, 2)
+    x_view = x if layer == "rope" else x.transpose(1, 0, 2).copy()
+    before = x_view.copy()
+    if layer == "rope":
+        expected = reference.rope_apply(x_view, ROPE.cos_cached, ROPE.sin_cached)
+        actual = ROPE(x_view)
+    else:
+        expected = reference.absolute_apply(x_view, PE.embeddings)
+        actual = PE(x_view)
+    assert_bitwise_equal(actual, expected)
+    assert_bitwise_equal(x_view, before)
+
+
+@pytest.mark.parametrize("layer", ["rope", "pe"])
+def test_broadcast_and_read_only_inputs_work(layer):
+    function = ROPE if layer == "rope" else PE
+    if layer == "rope":  # one value per head channel, repeated over (seq, batch)
+        zero_stride = np.broadcast_to(np.arange(8, dtype=np.float32)[:, None, None], (8, 5, 3))
+    else:  # one value per position, repeated over (channel, batch)
+        zero_stride = np.broadcast_to(np.arange(5, dtype=np.float32)[:, None, None], (5, 8, 3))
+    read_only = _read_only(np.ascontiguousarray(zero_stride))
+    expected = function(np.ascontiguousarray(zero_stride))
+    assert_bitwise_equal(function(zero_stride), expected)
+    assert_bitwise_equal(function(read_only), expected)
+    negative = np.ascontiguousarray(zero_stride)[::-1, ::-1, ::-1]
+    assert_bitwise_equal(function(negative), function(np.ascontiguousarray(negative)))
