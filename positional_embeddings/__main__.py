@@ -1,4 +1,7 @@
-"""``python -m positional_embeddings``: a tour of the Julia documentation's examples.
+"""``python -m positional_embeddings``: a tour of the Julia docs' examples, and tools.
+
+Commands: ``tour`` (the default), ``bench``, ``parity`` and ``plot``; see
+``--help``.
 
 Each example runs on a deterministic input that Julia can rebuild exactly
 (``reshape(Float32.(1:n) ./ n, dims)``), and prints the result's shape,
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib
 import sys
 import time
 from collections.abc import Sequence
@@ -73,14 +77,72 @@ def tour() -> None:
             print("    " + " ".join(map(str, row)))
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Command-line entry point; returns the process exit code."""
+def _run_checkout_tool(package: str, argv: list[str]) -> int:
+    """Run ``python -m <package>`` of a source checkout (``benchmarks``, ``parity``)."""
+    try:
+        module = importlib.import_module(f"{package}.__main__")
+    except ImportError:
+        print(
+            f"python -m positional_embeddings {package}: the {package} suite ships with "
+            "the source checkout, not the installed package; run this from the "
+            "repository root",
+            file=sys.stderr,
+        )
+        return 1
+    return int(module.main(argv) or 0)
+
+
+def _plot(args: argparse.Namespace) -> int:
+    from .plots import plot_absolute, plot_rope
+
+    try:
+        if args.kind == "absolute":
+            path = plot_absolute(args.output, args.embedding_size, args.max_length, args.base)
+        else:
+            path = plot_rope(args.output, args.head_size, args.seq_len, args.base)
+    except ImportError as error:
+        print(f"python -m positional_embeddings plot: {error}", file=sys.stderr)
+        return 1
+    print(f"wrote {path}")
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m positional_embeddings",
-        description="Bit-exact Python port of PositionalEmbeddings.jl: a tour of its examples.",
+        description="Bit-exact Python port of PositionalEmbeddings.jl. "
+        "Without a command: a tour of the Julia docs' examples.",
     )
     parser.add_argument("--version", action="version", version=__version__)
-    parser.parse_args(argv)
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands.add_parser("tour", help="run the Julia docs' examples and print their results")
+    for name, summary in (
+        ("bench", "the benchmark table (python -m benchmarks; from a source checkout)"),
+        ("parity", "the parity report against Julia (python -m parity; from a source checkout)"),
+    ):
+        sub = commands.add_parser(name, help=summary, add_help=False)
+        sub.add_argument("args", nargs=argparse.REMAINDER)
+    plot = commands.add_parser("plot", help="draw a figure (needs matplotlib)")
+    kinds = plot.add_subparsers(dest="kind", metavar="KIND", required=True)
+    absolute = kinds.add_parser("absolute", help="heatmap of AbsolutePE's embeddings")
+    absolute.add_argument("--embedding-size", type=int, default=128)
+    absolute.add_argument("--max-length", type=int, default=100)
+    rope = kinds.add_parser("rope", help="RoPE's rotation frequencies")
+    rope.add_argument("--head-size", type=int, default=64)
+    rope.add_argument("--seq-len", type=int, default=256)
+    for sub in (absolute, rope):
+        sub.add_argument("--base", type=float, default=10_000)
+        sub.add_argument("-o", "--output", required=True, help="file to write (.svg, .png, .pdf)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command-line entry point; returns the exit code (0 success, 1 failure, 2 usage)."""
+    args = _parser().parse_args(argv)
+    if args.command in ("bench", "parity"):
+        return _run_checkout_tool("benchmarks" if args.command == "bench" else "parity", args.args)
+    if args.command == "plot":
+        return _plot(args)
     tour()
     return 0
 

@@ -1,0 +1,222 @@
+"""Threads, processes, Numba caches, import cost and memory: what users rely on."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import assert_bitwise_equal
+from positional_embeddings import AbsolutePE, RoPE, _parallel
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_python(code: str, env: dict[str, str] | None = None, timeout: float = 300, **kwargs):
+    """Run ``code`` in a fresh interpreter that imports this checkout; return the result."""
+    environment = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        **kwargs,
+    )
+
+
+# --- threads -------------------------------------------------------------------------
+
+
+def test_concurrent_calls_from_many_threads(monkeypatch):
+    """16 threads x 1,000 calls, each call itself split over the pool threads."""
+    monkeypatch.setattr(_parallel, "MIN_BYTES_PER_THREAD", 1024)
+    rope, pe = RoPE(32, 64), AbsolutePE(32, 64)
+    x_rope = np.random.default_rng(0).standard_normal((32, 64, 4)).astype(np.float32)
+    x_pe = np.asfortranarray(x_rope.transpose(1, 0, 2))
+    expected = rope(x_rope), pe(x_pe)
+    failures: list[str] = []
+
+    def worker(index: int) -> None:
+        layer, x, want = (rope, x_rope, expected[0]) if index % 2 else (pe, x_pe, expected[1])
+        for _ in range(1000):
+            if not np.array_equal(layer(x), want):
+                failures.append(f"thread {index} got a different result")
+                return
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=300)
+    assert not any(thread.is_alive() for thread in threads), "deadlock"
+    assert not failures
+
+
+def test_numba_threading_layer_is_never_started():
+    """Work is split by plain threads over nogil kernels: no Numba parallel
+    backend (whose default layer aborts on concurrent launches) ever starts."""
+    result = run_python(
+        """
+        import numpy as np
+        from numba.np.ufunc import parallel
+        from positional_embeddings import RoPE, AbsolutePE
+        RoPE(128, 4096)(np.ones((128, 4096, 8), np.float32))
+        AbsolutePE(512, 2048)(np.ones((2048, 512, 2), np.float32))
+        print(parallel._is_initialized)
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "False"
+
+
+# --- processes -----------------------------------------------------------------------
+
+
+def _rope_in_child(seed: int) -> np.ndarray:
+    x = np.random.default_rng(seed).standard_normal((64, 512, 16)).astype(np.float32)
+    return RoPE(64, 512)(x)
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_process_pools_after_the_parent_used_the_library(method):
+    if method not in multiprocessing.get_all_start_methods():
+        pytest.skip(f"no {method} start method here")
+    expected = [_rope_in_child(seed) for seed in range(3)]  # starts the parent's thread pool
+    context = multiprocessing.get_context(method)
+    with context.Pool(2) as pool:
+        results = pool.map_async(_rope_in_child, range(3)).get(timeout=300)
+    for got, want in zip(results, expected):
+        assert_bitwise_equal(got, want)
+
+
+# --- Numba's cache -------------------------------------------------------------------
+
+SMOKE = """
+import numpy as np
+from positional_embeddings import RoPE, AbsolutePE
+y = RoPE(8, 4)(np.ones((8, 4, 2), np.float32))
+z = AbsolutePE(8, 4)(np.ones((4, 8, 2)))
+print(float(y.sum()), float(z.sum()))
+"""
+
+
+def _smoke_answer() -> str:
+    y = RoPE(8, 4)(np.ones((8, 4, 2), np.float32))
+    z = AbsolutePE(8, 4)(np.ones((4, 8, 2)))
+    return f"{float(y.sum())} {float(z.sum())}"
+
+
+@pytest.mark.parametrize("damage", ["missing", "garbage", "truncated"])
+def test_damaged_cache_directory(tmp_path, damage):
+    cache = tmp_path / "cache"
+    env = {"NUMBA_CACHE_DIR": str(cache)}
+    if damage != "missing":
+        first = run_python(SMOKE, env)
+        assert first.returncode == 0, first.stderr
+        files = [p for p in cache.rglob("*") if p.is_file()]
+        assert files
+        for path in files:
+            path.write_bytes(b"garbage" if damage == "garbage" else path.read_bytes()[:5])
+    result = run_python(SMOKE, env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == _smoke_answer().split()
+    assert "Error" not in result.stderr and "Warning" not in result.stderr
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root to drop to another user"
+)
+def test_read_only_install_without_writable_cache(tmp_path):
+    """As an unprivileged user with no writable cache location anywhere."""
+    site = tmp_path / "site"
+    shutil.copytree(
+        ROOT / "positional_embeddings",
+        site / "positional_embeddings",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    for path in [tmp_path, site, *site.rglob("*")]:
+        path.chmod(0o555 if path.is_dir() else 0o444)
+
+    def drop_privileges() -> None:
+        os.setgid(65534)
+        os.setuid(65534)
+
+    result = run_python(
+        SMOKE,
+        {"PYTHONPATH": str(site), "HOME": "/nonexistent", "NUMBA_CACHE_DIR": "/proc/none"},
+        preexec_fn=drop_privileges,
+        cwd="/",
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == _smoke_answer().split()
+    assert "Error" not in result.stderr and "Warning" not in result.stderr
+
+
+# --- import --------------------------------------------------------------------------
+
+
+def test_import_compiles_nothing_and_opens_no_socket():
+    result = run_python(
+        """
+        import socket
+
+        def refuse(*args, **kwargs):
+            raise RuntimeError("network access during import")
+
+        socket.socket = refuse
+        socket.create_connection = refuse
+        import numba
+        import positional_embeddings
+        from positional_embeddings import _julia_math, _kernels
+
+        compiled = [
+            name
+            for module in (_kernels, _julia_math)
+            for name, value in vars(module).items()
+            if isinstance(value, numba.core.dispatcher.Dispatcher) and value.signatures
+        ]
+        print(compiled)
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+
+
+# --- memory --------------------------------------------------------------------------
+
+
+def test_memory_is_flat_over_100k_calls():
+    result = run_python(
+        """
+        import numpy as np
+        from positional_embeddings import RoPE, AbsolutePE
+
+        def rss_kib():
+            with open("/proc/self/status") as status:
+                for line in status:
+                    if line.startswith("VmRSS:"):
+                        return int(line.split()[1])
+
+        rope, pe = RoPE(64, 16), AbsolutePE(16, 16)
+        x, out = np.ones((64, 4, 2), np.float32), np.empty((64, 4, 2), np.float32)
+        z = np.ones((4, 16, 2), np.float32)
+        for _ in range(2000):
+            rope(x); rope(x, out=out); pe(z); rope(x, offset=3)
+        start = rss_kib()
+        for _ in range(25000):
+            rope(x); rope(x, out=out); pe(z); rope(x, offset=3)
+        print(rss_kib() - start)
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    growth_kib = int(result.stdout.strip())
+    assert growth_kib < 5 * 1024, f"resident memory grew by {growth_kib} KiB"
