@@ -1,0 +1,57 @@
+"""python -m positional_embeddings: the tour, plot, usage errors and exit codes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from positional_embeddings.__main__ import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_tour_prints_the_julia_examples(capsys):
+    assert main([]) == 0
+    out = capsys.readouterr().out
+    assert "RoPE(64, 1024)" in out and "shape (64, 100, 256), dtype float32" in out
+    assert "AbsolutePE(512, 1000)" in out and "shape (100, 512, 32), dtype float32" in out
+    assert "combined = causal .| padding" in out and "(5, 5, 2)" in out
+    assert "sha256" in out
+
+
+def test_tour_checksum_is_stable(capsys):
+    main(["tour"])
+    first = capsys.readouterr().out
+    main(["tour"])
+    second = capsys.readouterr().out
+    digests = [line.split()[-1] for line in first.splitlines() if "sha256" in line]
+    assert digests and digests == [line.split()[-1] for line in second.splitlines() if "sha256" in line]
+
+
+@pytest.mark.parametrize("kind,options", [("absolute", ["--embedding-size", "16"]), ("rope", [])])
+def test_plot_writes_a_figure(tmp_path, kind, options, capsys):
+    pytest.importorskip("matplotlib")
+    target = tmp_path / f"{kind}.svg"
+    assert main(["plot", kind, *options, "-o", str(target)]) == 0
+    assert target.read_text().lstrip().startswith("<?xml")
+
+
+@pytest.mark.parametrize("argv", [["nonsense"], ["plot"], ["plot", "absolute"], ["--bad-flag"]])
+def test_usage_errors_exit_2(argv, capsys):
+    with pytest.raises(SystemExit) as caught:
+        main(argv)
+    assert caught.value.code == 2
+    assert "usage:" in capsys.readouterr().err
+
+
+def test_module_runs_as_a_command():
+    result = subprocess.run(
+        [sys.executable, "-m", "positional_embeddings", "--help"],
+        capture_output=True, text=True, cwd=ROOT, timeout=120,
+    )
+    assert result.returncode == 0
+    for command in ("tour", "bench", "parity", "plot"):
+        assert command in result.stdout
