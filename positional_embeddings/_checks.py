@@ -7,6 +7,7 @@ and nothing is allocated or computed for it.
 
 from __future__ import annotations
 
+import functools
 import numbers
 import operator
 from typing import Any
@@ -109,6 +110,7 @@ def as_array(x: Any, name: str, min_ndim: int) -> np.ndarray:
     return array
 
 
+@functools.lru_cache(maxsize=None)
 def promote(x_dtype: np.dtype, table_dtype: np.dtype) -> np.dtype:
     """Julia's ``promote_type(eltype(x), T)`` for the dtypes the package accepts.
 
@@ -175,7 +177,8 @@ def resolve_positions(
     Every position must lie inside the tables.
     """
     if positions is None:
-        offset = as_size(offset, "offset")
+        if type(offset) is not int or offset < 0:
+            offset = as_size(offset, "offset")
         if seq_len + offset > table_length:
             start = f" from offset {offset}" if offset else ""
             raise ValueError(

@@ -255,17 +255,17 @@ def _ov_add(a, b, out):  # type: ignore[no-untyped-def]
 def _pair(i, pairing):  # type: ignore[no-untyped-def]
     """Channels ``(h1, h2)`` of RoPE pair ``i``.
 
-    The *type* of ``pairing`` selects the layout at compile time: a 1-tuple
-    ``(gap,)`` pairs ``i`` with ``i + gap`` (Julia's half split, gap =
-    head_size/2); an empty tuple pairs ``2i`` with ``2i + 1`` (interleaved).
+    The *type* of ``pairing`` selects the layout at compile time: an integer
+    ``gap`` pairs ``i`` with ``i + gap`` (Julia's half split, gap =
+    head_size/2); ``None`` pairs ``2i`` with ``2i + 1`` (interleaved).
     """
 
 
 @overload(_pair, jit_options=JIT)
 def _ov_pair(i, pairing):  # type: ignore[no-untyped-def]
-    if len(pairing) == 0:
+    if isinstance(pairing, types.NoneType):
         return lambda i, pairing: (2 * i, 2 * i + 1)
-    return lambda i, pairing: (i, i + pairing[0])
+    return lambda i, pairing: (i, i + pairing)
 
 
 def _position(positions, s, b):  # type: ignore[no-untyped-def]
@@ -372,9 +372,15 @@ def _rope_inner_batch(x, out, cos, sin, pairing, positions, start, stop):  # typ
 
 
 def _smallest_stride(x: np.ndarray) -> int:
-    """The axis of a 3-D array to loop over innermost (ties go to the first)."""
-    strides = [abs(stride) if n > 1 else np.inf for stride, n in zip(x.strides, x.shape)]
-    return int(np.argmin(strides))
+    """The axis of a 3-D array to loop over innermost: the smallest stride among
+    axes longer than 1 (ties go to the first axis)."""
+    best, best_stride = 0, None
+    for axis in range(3):
+        if x.shape[axis] > 1:
+            stride = abs(x.strides[axis])
+            if best_stride is None or stride < best_stride:
+                best, best_stride = axis, stride
+    return best
 
 
 def rope_forward(
@@ -382,14 +388,14 @@ def rope_forward(
     out: np.ndarray,
     cos: np.ndarray,
     sin: np.ndarray,
-    pairing: tuple[int, ...],
+    pairing: int | None,
     positions: int | np.ndarray,
 ) -> None:
     """Rotate ``x`` (head, seq, batch) into ``out`` with tables (head, positions).
 
     ``x`` is float16 as ``F16_RECORD``, or bool/integer/float32/float64;
     ``out`` is float32/float64, or uint16 holding float16 bits.  ``pairing``
-    is ``(head // 2,)`` for the half split or ``()`` for interleaved pairs;
+    is ``head // 2`` for the half split or None for interleaved pairs;
     ``positions`` an offset, one id per position (seq,) or per position and
     column (seq, batch).  The loop order follows the smaller stride of the
     head and batch axes; large calls are split over threads.
@@ -501,7 +507,7 @@ def rope_tables(
     scale: float,
     cos: np.ndarray,
     sin: np.ndarray,
-    pairing: tuple[int, ...],
+    pairing: int | None,
 ) -> None:
     """Fill RoPE's (head, seq) tables: both channels of pair i hold the sin/cos
     of the angle ``T((theta[i] * p) * scale)`` for position p, as Julia's

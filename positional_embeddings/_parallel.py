@@ -85,7 +85,9 @@ def run_ranges(kernel: Callable[..., None], length: int, cost: int, *args: Any) 
     run concurrently.  Exceptions from any range are raised here after every
     range has finished.
     """
-    threads = min(_threads, length, cost // MIN_BYTES_PER_THREAD)
+    threads = 1 if cost < 2 * MIN_BYTES_PER_THREAD else min(
+        _threads, length, cost // MIN_BYTES_PER_THREAD
+    )
     if threads <= 1:
         kernel(*args, 0, length)
         return

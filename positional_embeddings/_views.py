@@ -73,7 +73,9 @@ def run_forward(
     passed as the last argument.
     """
     x_kernel, out_kernel = _kernel_input(x), _kernel_output(out)
-    if columns is None:
+    if columns is None and x.ndim == 3:
+        forward(x_kernel, out_kernel, *args)
+    elif columns is None:
         for x3, out3 in _three_d_views(x_kernel, out_kernel):
             forward(x3, out3, *args)
     else:

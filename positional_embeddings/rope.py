@@ -315,12 +315,12 @@ class RoPE:
         )
 
 
-def _pairing(head_size: int, interleaved: bool) -> tuple[int, ...]:
-    """The kernels' pairing marker: ``(head_size // 2,)`` for the half split, ``()`` interleaved."""
-    return () if interleaved else (head_size // 2,)
+def _pairing(head_size: int, interleaved: bool) -> int | None:
+    """The kernels' pairing marker: ``head_size // 2`` for the half split, None interleaved."""
+    return None if interleaved else head_size // 2
 
 
-def _backward_sin(sin: np.ndarray, pairing: tuple[int, ...]) -> np.ndarray:
+def _backward_sin(sin: np.ndarray, pairing: int | None) -> np.ndarray:
     """The sin table that turns the forward kernel into its transpose.
 
     The forward pass gives channel h1 ``x1*c1 + (-x2)*s1`` and h2
@@ -330,8 +330,8 @@ def _backward_sin(sin: np.ndarray, pairing: tuple[int, ...]) -> np.ndarray:
     """
     swapped = sin.copy(order="F")
     head = sin.shape[0]
-    if pairing:
-        half = pairing[0]
+    if pairing is not None:
+        half = pairing
         swapped[:half], swapped[half : 2 * half] = sin[half : 2 * half], sin[:half]
     else:
         pairs = head - head % 2
