@@ -64,9 +64,7 @@ def as_real(value: Any, name: str) -> float:
     integers beyond 2**53).
     """
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        raise TypeError(
-            f"{name} must be a real number, got {type(value).__name__} {value!r}"
-        )
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
     try:
         return float(value)
     except OverflowError:
@@ -99,8 +97,7 @@ def as_array(x: Any, name: str, min_ndim: int) -> np.ndarray:
     kind = array.dtype.kind
     if not (kind in "biu" or array.dtype in _FLOAT_DTYPES):
         raise TypeError(
-            f"{name} must have a bool, integer or float16/32/64 dtype, "
-            f"got {array.dtype}"
+            f"{name} must have a bool, integer or float16/32/64 dtype, got {array.dtype}"
         )
     if array.ndim < min_ndim:
         raise ValueError(
@@ -110,7 +107,7 @@ def as_array(x: Any, name: str, min_ndim: int) -> np.ndarray:
     return array
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def promote(x_dtype: np.dtype, table_dtype: np.dtype) -> np.dtype:
     """Julia's ``promote_type(eltype(x), T)`` for the dtypes the package accepts.
 
@@ -147,8 +144,7 @@ def output_for(x: np.ndarray, dtype: np.dtype, out: Any) -> np.ndarray:
         raise ValueError("out must be writeable, got a read-only array")
     if np.may_share_memory(x, out) and not _same_view(x, out):
         raise ValueError(
-            "out overlaps x without being x itself; pass out=x for in place, "
-            "or a separate array"
+            "out overlaps x without being x itself; pass out=x for in place, or a separate array"
         )
     return out
 
@@ -193,8 +189,7 @@ def resolve_positions(
         raise TypeError(f"positions must be integers, got dtype {ids.dtype}")
     if ids.shape not in ((seq_len,), tuple(column_shape)):
         raise ValueError(
-            f"positions must have shape ({seq_len},) or {tuple(column_shape)}, "
-            f"got {ids.shape}"
+            f"positions must have shape ({seq_len},) or {tuple(column_shape)}, got {ids.shape}"
         )
     if ids.size and (ids.min() < 0 or ids.max() >= table_length):
         raise ValueError(
@@ -212,4 +207,3 @@ def check_finite_angles(angles: np.ndarray, function: str) -> None:
             "(positions × frequencies × scale) overflow to Inf; Julia raises "
             "DomainError here"
         )
-

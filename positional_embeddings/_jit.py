@@ -61,8 +61,8 @@ def _tolerate_broken_cache_files() -> None:
 
         return wrapper
 
-    IndexDataCacheFile.load = tolerant(load, None)
-    IndexDataCacheFile._load_index = tolerant(load_index, {})
+    IndexDataCacheFile.load = tolerant(load, None)  # type: ignore[method-assign]
+    IndexDataCacheFile._load_index = tolerant(load_index, {})  # type: ignore[method-assign]
 
 
 _tolerate_broken_cache_files()

@@ -246,9 +246,7 @@ def _add(a, b, out):  # type: ignore[no-untyped-def]
 @overload(_add, jit_options=JIT)
 def _ov_add(a, b, out):  # type: ignore[no-untyped-def]
     if isinstance(a, types.Boolean):
-        return lambda a, b, out: (
-            _rnd(_cvt(1.0, out) + _cvt(b, out), out) if a else _cvt(b, out)
-        )
+        return lambda a, b, out: _rnd(_cvt(1.0, out) + _cvt(b, out), out) if a else _cvt(b, out)
     return lambda a, b, out: _rnd(_cvt(a, out) + _cvt(b, out), out)
 
 
@@ -421,7 +419,8 @@ def _absolute_inner_seq(x, out, embeddings, offset, start, stop):  # type: ignor
 
 @numba.njit(**JIT)
 def _absolute_inner_channel(x, out, embeddings, offset, start, stop):  # type: ignore[no-untyped-def]
-    """AbsolutePE with the channel axis innermost (batch-first C order); outer range over (batch, seq)."""
+    """AbsolutePE with the channel axis innermost (batch-first C order);
+    outer range over (batch, seq)."""
     seq, channels, _ = x.shape
     for j in range(start, stop):
         b, s = divmod(j, seq)
@@ -440,9 +439,7 @@ def _absolute_inner_batch(x, out, embeddings, offset, start, stop):  # type: ign
             out[s, c, b] = _add(_load(x[s, c, b]), e, out)
 
 
-def absolute_forward(
-    x: np.ndarray, out: np.ndarray, embeddings: np.ndarray, offset: int
-) -> None:
+def absolute_forward(x: np.ndarray, out: np.ndarray, embeddings: np.ndarray, offset: int) -> None:
     """``out[s, c, b] = x[s, c, b] + embeddings[c, s + offset]`` over (seq, channel, batch) views.
 
     Shared by every additive encoding (sinusoidal, learned): ``embeddings``

@@ -20,8 +20,8 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
-from typing import Any
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
 
 __all__ = ["MIN_BYTES_PER_THREAD", "run_ranges", "thread_count"]
 
@@ -85,8 +85,10 @@ def run_ranges(kernel: Callable[..., None], length: int, cost: int, *args: Any) 
     run concurrently.  Exceptions from any range are raised here after every
     range has finished.
     """
-    threads = 1 if cost < 2 * MIN_BYTES_PER_THREAD else min(
-        _threads, length, cost // MIN_BYTES_PER_THREAD
+    threads = (
+        1
+        if cost < 2 * MIN_BYTES_PER_THREAD
+        else min(_threads, length, cost // MIN_BYTES_PER_THREAD)
     )
     if threads <= 1:
         kernel(*args, 0, length)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -31,7 +31,7 @@ def _kernel_output(out: np.ndarray) -> np.ndarray:
     return out.view(np.uint16) if out.dtype == _F16 else out
 
 
-def _collapsed(a: np.ndarray, order: str) -> np.ndarray | None:
+def _collapsed(a: np.ndarray, order: Literal["C", "F"]) -> np.ndarray | None:
     """``a`` with its axes from the third on merged into one, without copying,
     or None if the strides forbid it."""
     try:
@@ -50,13 +50,15 @@ def _three_d_views(*arrays: np.ndarray) -> Iterator[tuple[np.ndarray, ...]]:
     if arrays[0].ndim == 3:
         yield arrays
         return
-    for order in ("C", "F"):
+    orders: tuple[Literal["C", "F"], ...] = ("C", "F")
+    for order in orders:
         views = [_collapsed(a, order) for a in arrays]
         if all(v is not None for v in views):
-            yield tuple(views)  # type: ignore[misc]
+            yield tuple(v for v in views if v is not None)
             return
     for index in itertools.product(*(range(n) for n in arrays[0].shape[3:])):
-        yield tuple(a[(Ellipsis, *index)] for a in arrays)
+        where: tuple[Any, ...] = (Ellipsis, *index)
+        yield tuple(a[where] for a in arrays)
 
 
 def run_forward(

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from ._checks import as_array, as_float_dtype, as_flag, as_real, as_size, resolve_positions
+from ._checks import as_array, as_flag, as_float_dtype, as_real, as_size, resolve_positions
 from .absolute import add_embeddings
 
 __all__ = ["LearnedPE"]

@@ -49,9 +49,7 @@ def create_causal_mask(seq_len: int) -> np.ndarray:
     """
     seq_len = as_size(seq_len, "seq_len")
     if seq_len < 1:
-        raise ValueError(
-            f"seq_len must be >= 1, got {seq_len} (Julia raises ArgumentError)"
-        )
+        raise ValueError(f"seq_len must be >= 1, got {seq_len} (Julia raises ArgumentError)")
     return np.triu(np.ones((seq_len, seq_len), dtype=bool))[:, :, np.newaxis]
 
 

@@ -104,10 +104,10 @@ class RelativePE:
         )
 
     def __call__(self, length_q: int, length_k: int) -> np.ndarray:
-        """The embedding of each (query, key) distance: shape (length_q, length_k, embedding_size)."""
+        """The embedding of each (query, key) distance: (length_q, length_k, embedding_size)."""
         index = relative_position_index(length_q, length_k, self.max_relative_position)
         table = self.embeddings
-        gathered = np.empty(index.shape + (table.shape[1],), dtype=table.dtype)
+        gathered = np.empty((*index.shape, table.shape[1]), dtype=table.dtype)
         storage = np.uint16 if table.dtype == np.float16 else table.dtype
         gather_rows(table.view(storage), index, gathered.view(storage))
         return gathered

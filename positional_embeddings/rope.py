@@ -170,8 +170,7 @@ class RoPE:
             as_float_dtype(array.dtype)
             if array.ndim != 2 or array.shape[0] != head_size:
                 raise ValueError(
-                    f"{name} must have shape (head_size={head_size}, seq_len), "
-                    f"got {array.shape}"
+                    f"{name} must have shape (head_size={head_size}, seq_len), got {array.shape}"
                 )
             tables.append(np.array(array, order="F"))
         cos, sin = tables
@@ -196,8 +195,7 @@ class RoPE:
         self._pairing = _pairing(head_size, interleaved)
         # Kernels read float16 tables as exact float32 copies.
         self._kernel_tables = tuple(
-            table.astype(np.float32) if table.dtype == np.float16 else table
-            for table in (cos, sin)
+            table.astype(np.float32) if table.dtype == np.float16 else table for table in (cos, sin)
         )
         self._backward_sin: np.ndarray | None = None
 

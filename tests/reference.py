@@ -167,7 +167,7 @@ def rope_apply_pairs(x, cos, sin, pairs, positions=None):
                 y[index] = t(x[index])
                 continue
             other, first = partner[h]
-            x_other = x[(other,) + rest]
+            x_other = x[(other, *rest)]
             if x.dtype == np.bool_:  # Julia's neg_half of Bool is Int for both halves
                 x_other = np.int64(x_other)
             rotated = -x_other if first else x_other

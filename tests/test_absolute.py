@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 import reference
 from conftest import assert_bitwise_equal, ulp_distance
-from positional_embeddings import AbsolutePE
 from test_rope import INPUT_DTYPES, layouts, sample
+
+from positional_embeddings import AbsolutePE
 
 
 def test_upstream_specific_output_values():
@@ -34,7 +34,8 @@ def test_upstream_specific_output_values():
 
 
 @pytest.mark.parametrize(
-    "size,length,base", [(8, 10, 10_000), (1, 5, 10_000), (6, 10, 7), (64, 300, 500_000.0), (0, 3, 10)]
+    "size,length,base",
+    [(8, 10, 10_000), (1, 5, 10_000), (6, 10, 7), (64, 300, 500_000.0), (0, 3, 10)],
 )
 def test_table_matches_reference_within_one_ulp(size, length, base):
     pe = AbsolutePE(size, length, base)
@@ -47,7 +48,9 @@ def test_table_matches_reference_within_one_ulp(size, length, base):
 
 def test_size_one_is_a_single_sin_row():
     pe = AbsolutePE(1, 4)
-    np.testing.assert_allclose(pe.embeddings[0], np.sin(np.arange(4.0)).astype(np.float32), rtol=1e-7)
+    np.testing.assert_allclose(
+        pe.embeddings[0], np.sin(np.arange(4.0)).astype(np.float32), rtol=1e-7
+    )
 
 
 @pytest.mark.parametrize("dtype", INPUT_DTYPES)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 import reference
 from conftest import assert_bitwise_equal
+
 from positional_embeddings import (
     AbsolutePE,
     LearnedPE,
@@ -141,7 +141,7 @@ def test_bad_input_raises_clearly_and_changes_nothing(label, function, args, kwa
     with pytest.raises(ERRORS) as caught:
         function(*args, **kwargs)
     assert str(caught.value), "the error must say what was expected and what came"
-    for array, copy in zip(arrays, before):
+    for array, copy in zip(arrays, before, strict=False):
         assert array.tobytes() == copy.tobytes()
 
 

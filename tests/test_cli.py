@@ -28,7 +28,9 @@ def test_tour_checksum_is_stable(capsys):
     main(["tour"])
     second = capsys.readouterr().out
     digests = [line.split()[-1] for line in first.splitlines() if "sha256" in line]
-    assert digests and digests == [line.split()[-1] for line in second.splitlines() if "sha256" in line]
+    assert digests and digests == [
+        line.split()[-1] for line in second.splitlines() if "sha256" in line
+    ]
 
 
 @pytest.mark.parametrize("kind,options", [("absolute", ["--embedding-size", "16"]), ("rope", [])])
@@ -50,7 +52,10 @@ def test_usage_errors_exit_2(argv, capsys):
 def test_module_runs_as_a_command():
     result = subprocess.run(
         [sys.executable, "-m", "positional_embeddings", "--help"],
-        capture_output=True, text=True, cwd=ROOT, timeout=120,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
     )
     assert result.returncode == 0
     for command in ("tour", "bench", "parity", "plot"):

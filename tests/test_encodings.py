@@ -6,9 +6,10 @@ import math
 
 import numpy as np
 import pytest
-
 import reference
 from conftest import assert_bitwise_equal
+from test_rope import INPUT_DTYPES, layouts, sample
+
 from positional_embeddings import (
     LearnedPE,
     RelativePE,
@@ -17,7 +18,6 @@ from positional_embeddings import (
     relative_position_index,
     t5_relative_position_bucket,
 )
-from test_rope import INPUT_DTYPES, layouts, sample
 
 # --- learned -------------------------------------------------------------------------
 
@@ -54,7 +54,9 @@ def test_learned_backward():
     np.testing.assert_array_equal(dtable[:6], 0)
     np.testing.assert_allclose(dtable[6:9], dy.sum(axis=(2, 3)), rtol=1e-12)
     np.testing.assert_array_equal(dtable[9:], 0)
-    _, batch_first = pe.backward(np.ascontiguousarray(dy[..., 0].transpose(2, 0, 1)), batch_first=True)
+    _, batch_first = pe.backward(
+        np.ascontiguousarray(dy[..., 0].transpose(2, 0, 1)), batch_first=True
+    )
     np.testing.assert_allclose(batch_first[:3], dy[..., 0].sum(axis=2), rtol=1e-12)
 
 
@@ -136,10 +138,11 @@ def test_t5_errors():
 
 def slopes_by_rule(n):
     """The paper's rule, written from its definition: geometric, start = ratio = 2^(-8/n)."""
+
     def geometric(count):
         return [2.0 ** (-8.0 * i / count) for i in range(1, count + 1)]
 
-    power = 2 ** int(math.floor(math.log2(n)))
+    power = 2 ** math.floor(math.log2(n))
     if power == n:
         return geometric(n)
     return geometric(power) + geometric(2 * power)[0::2][: n - power]

@@ -4,15 +4,22 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 import reference
 from conftest import ulp_distance
+
 from positional_embeddings import compute_frequencies, create_causal_mask, create_padding_mask
 
 
 @pytest.mark.parametrize(
     "dim,seq_len,base",
-    [(16, 10, 10_000), (15, 7, 10_000), (1, 3, 10_000), (128, 64, 500_000), (7, 5, 10_000.5), (0, 4, 10)],
+    [
+        (16, 10, 10_000),
+        (15, 7, 10_000),
+        (1, 3, 10_000),
+        (128, 64, 500_000),
+        (7, 5, 10_000.5),
+        (0, 4, 10),
+    ],
 )
 def test_frequencies_match_reference_within_one_ulp(dim, seq_len, base):
     actual = compute_frequencies(dim, seq_len, base)
@@ -44,7 +51,9 @@ def test_causal_mask_matches_reference(seq_len):
     np.testing.assert_array_equal(mask, reference.causal_mask(seq_len))
 
 
-@pytest.mark.parametrize("seq_len,error", [(0, ValueError), (-1, ValueError), (2.0, TypeError), (True, TypeError)])
+@pytest.mark.parametrize(
+    "seq_len,error", [(0, ValueError), (-1, ValueError), (2.0, TypeError), (True, TypeError)]
+)
 def test_causal_mask_errors(seq_len, error):
     with pytest.raises(error, match="seq_len"):
         create_causal_mask(seq_len)

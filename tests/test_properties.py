@@ -7,12 +7,12 @@ The "ci" profile (default) runs a few hundred examples per property; run
 from __future__ import annotations
 
 import numpy as np
+import reference
+from conftest import assert_bitwise_equal
 from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-import reference
-from conftest import assert_bitwise_equal
 from positional_embeddings import AbsolutePE, RoPE, create_padding_mask, neg_half
 
 INPUT_DTYPES = st.sampled_from(
@@ -25,15 +25,13 @@ TABLE_DTYPES = st.sampled_from([np.float16, np.float32, np.float64])
 def arrays_in_any_layout(draw, first: int, second: int):
     """An array (first, second, rest...) as C, F, or a strided, reversed view."""
     dtype = draw(INPUT_DTYPES)
-    shape = (first, second) + tuple(
-        draw(st.lists(st.integers(0, 3), min_size=1, max_size=3))
-    )
+    shape = (first, second, *tuple(draw(st.lists(st.integers(0, 3), min_size=1, max_size=3))))
     x = draw(hnp.arrays(dtype, shape, elements=_elements(dtype)))
     layout = draw(st.sampled_from(["C", "F", "strided"]))
     if layout == "F":
         return np.asfortranarray(x)
     if layout == "strided":
-        big = np.zeros(shape[:-1] + (2 * shape[-1],), dtype)
+        big = np.zeros((*shape[:-1], 2 * shape[-1]), dtype)
         view = big[..., ::-2]
         view[...] = x
         return view
@@ -59,9 +57,7 @@ def test_rope_matches_reference(data, half, T):
 @given(data=st.data(), half=st.integers(1, 8))
 def test_rope_preserves_the_norm_of_each_pair(data, half):
     rope = RoPE(2 * half, 6, T=np.float64)
-    x = data.draw(
-        hnp.arrays(np.float64, (2 * half, 6, 2), elements=st.floats(-1e6, 1e6))
-    )
+    x = data.draw(hnp.arrays(np.float64, (2 * half, 6, 2), elements=st.floats(-1e6, 1e6)))
     y = rope(x)
     norm_x = np.hypot(x[:half], x[half:])
     norm_y = np.hypot(y[:half], y[half:])

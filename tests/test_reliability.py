@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import assert_bitwise_equal
+
 from positional_embeddings import AbsolutePE, RoPE, _parallel
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -94,7 +94,7 @@ def test_process_pools_after_the_parent_used_the_library(method):
     context = multiprocessing.get_context(method)
     with context.Pool(2) as pool:
         results = pool.map_async(_rope_in_child, range(3)).get(timeout=300)
-    for got, want in zip(results, expected):
+    for got, want in zip(results, expected, strict=False):
         assert_bitwise_equal(got, want)
 
 

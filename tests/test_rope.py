@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 import reference
 from conftest import assert_bitwise_equal, ulp_distance
+
 from positional_embeddings import RoPE, neg_half
 
 FLOATS = [np.float16, np.float32, np.float64]
@@ -21,14 +21,26 @@ def sample(shape, dtype, seed=0) -> np.ndarray:
         return rng.random(shape) < 0.5
     if dtype.kind in "iu":
         info = np.iinfo(dtype)
-        values = rng.integers(-5, 6, size=shape) if dtype.kind == "i" else rng.integers(0, 6, size=shape)
+        values = (
+            rng.integers(-5, 6, size=shape) if dtype.kind == "i" else rng.integers(0, 6, size=shape)
+        )
         x = values.astype(dtype)
         flat = x.reshape(-1)
         flat[: min(2, flat.size)] = [info.min, info.max][: min(2, flat.size)]
         return x
     x = (rng.standard_normal(shape) * 3).astype(dtype)
-    specials = np.array([0.0, -0.0, np.nan, np.inf, -np.inf, np.finfo(dtype).max,
-                         np.finfo(dtype).smallest_subnormal], dtype=dtype)
+    specials = np.array(
+        [
+            0.0,
+            -0.0,
+            np.nan,
+            np.inf,
+            -np.inf,
+            np.finfo(dtype).max,
+            np.finfo(dtype).smallest_subnormal,
+        ],
+        dtype=dtype,
+    )
     flat = x.reshape(-1)
     flat[: min(flat.size, specials.size)] = specials[: flat.size]
     return x
@@ -38,7 +50,7 @@ def layouts(x: np.ndarray):
     """The same values as C, F, and a strided (non-contiguous, reversed) view."""
     yield "C", np.ascontiguousarray(x)
     yield "F", np.asfortranarray(x)
-    big = np.zeros(x.shape[:2] + (2 * x.shape[2],) + x.shape[3:], x.dtype)
+    big = np.zeros((*x.shape[:2], 2 * x.shape[2], *x.shape[3:]), x.dtype)
     view = big[:, :, ::-2]
     view[...] = x
     yield "strided", view
@@ -50,10 +62,30 @@ def layouts(x: np.ndarray):
 def test_upstream_cached_values():
     """test/runtests.jl "Cached Values Test": RoPE(16, 10) to the 6 figures printed there."""
     rope = RoPE(16, 10)
-    first_cos_row = [1.0, 0.540302, -0.416147, -0.989992, -0.653644, 0.283662,
-                     0.96017, 0.753902, -0.1455, -0.91113]
-    last_sin_row = [0.0, 0.000316228, 0.000632456, 0.000948683, 0.00126491,
-                    0.00158114, 0.00189737, 0.00221359, 0.00252982, 0.00284605]
+    first_cos_row = [
+        1.0,
+        0.540302,
+        -0.416147,
+        -0.989992,
+        -0.653644,
+        0.283662,
+        0.96017,
+        0.753902,
+        -0.1455,
+        -0.91113,
+    ]
+    last_sin_row = [
+        0.0,
+        0.000316228,
+        0.000632456,
+        0.000948683,
+        0.00126491,
+        0.00158114,
+        0.00189737,
+        0.00221359,
+        0.00252982,
+        0.00284605,
+    ]
     np.testing.assert_allclose(rope.cos_cached[0], first_cos_row, atol=5e-6)
     np.testing.assert_allclose(rope.cos_cached[8], first_cos_row, atol=5e-6)
     np.testing.assert_allclose(rope.sin_cached[7], last_sin_row, rtol=5e-6)
@@ -63,8 +95,13 @@ def test_upstream_cached_values():
 @pytest.mark.parametrize("T", FLOATS)
 @pytest.mark.parametrize(
     "head_size,seq_len,base,scale",
-    [(16, 10, 10_000, 1.0), (2, 1, 10_000, 1.0), (64, 300, 500_000, 0.25),
-     (8, 50, 10_000.5, 8), (32, 20, 1_000_000, 1)],
+    [
+        (16, 10, 10_000, 1.0),
+        (2, 1, 10_000, 1.0),
+        (64, 300, 500_000, 0.25),
+        (8, 50, 10_000.5, 8),
+        (32, 20, 1_000_000, 1),
+    ],
 )
 def test_tables_match_reference_within_one_ulp(head_size, seq_len, base, scale, T):
     rope = RoPE(head_size, seq_len, base, scale, T=T)
@@ -138,7 +175,9 @@ def test_four_d_view_that_cannot_be_collapsed():
     rope = RoPE(4, 5)
     base = sample((4, 5, 6, 4), np.float32, seed=3)
     x = base[:, :, ::2, 1:3].transpose(0, 1, 3, 2)
-    assert_bitwise_equal(rope(x), reference.rope_apply(np.array(x), rope.cos_cached, rope.sin_cached))
+    assert_bitwise_equal(
+        rope(x), reference.rope_apply(np.array(x), rope.cos_cached, rope.sin_cached)
+    )
 
 
 def test_lists_are_accepted():
@@ -171,7 +210,9 @@ def test_bool_input_keeps_julias_strong_zero():
     sin = np.array([[1.0], [np.inf]], dtype=np.float32)
     rope = RoPE.from_tables(2, cos, sin)
     y = rope(np.array([False, True]).reshape(2, 1, 1))
-    assert_bitwise_equal(y, reference.rope_apply(np.array([False, True]).reshape(2, 1, 1), cos, sin))
+    assert_bitwise_equal(
+        y, reference.rope_apply(np.array([False, True]).reshape(2, 1, 1), cos, sin)
+    )
     assert not np.isnan(y[0, 0, 0])
     assert np.isnan(y[1, 0, 0])
 
@@ -294,10 +335,14 @@ def test_upstream_neg_half():
     assert_bitwise_equal(transposed, expected)
 
 
-@pytest.mark.parametrize("dtype", INPUT_DTYPES + [np.complex128])
+@pytest.mark.parametrize("dtype", [*INPUT_DTYPES, np.complex128])
 @pytest.mark.parametrize("dim", [0, 1, 2, -1, -3])
 def test_neg_half_matches_reference(dtype, dim):
-    x = sample((5, 4, 3), dtype, seed=7) if dtype != np.complex128 else np.ones((5, 4, 3)) * (1 + 2j)
+    x = (
+        sample((5, 4, 3), dtype, seed=7)
+        if dtype != np.complex128
+        else np.ones((5, 4, 3)) * (1 + 2j)
+    )
     for _, view in layouts(x):
         before = view.copy()
         assert_bitwise_equal(neg_half(view, dim), reference.neg_half(x, dim % 3))

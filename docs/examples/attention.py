@@ -15,7 +15,7 @@ from positional_embeddings import RoPE, create_causal_mask, create_padding_mask
 
 def split_heads(x: np.ndarray, head_dim: int, num_heads: int) -> np.ndarray:
     """(d_model, seq, batch) -> (head_dim, seq, num_heads*batch), as Julia's split_heads."""
-    d_model, seq, batch = x.shape
+    _d_model, seq, batch = x.shape
     heads = x.reshape(head_dim, num_heads, seq, batch, order="F").transpose(0, 2, 1, 3)
     return heads.reshape(head_dim, seq, num_heads * batch, order="F")
 
@@ -51,7 +51,9 @@ class RoPEMultiHeadAttention:
     def project(self, W: np.ndarray, x: np.ndarray) -> np.ndarray:
         d_model, seq, batch = x.shape
         flat = W @ x.reshape(d_model, seq * batch, order="F")
-        return split_heads(flat.reshape(d_model, seq, batch, order="F"), self.head_dim, self.num_heads)
+        return split_heads(
+            flat.reshape(d_model, seq, batch, order="F"), self.head_dim, self.num_heads
+        )
 
     def __call__(self, x: np.ndarray, keep: np.ndarray | None = None) -> np.ndarray:
         """x: (d_model, seq, batch); keep: where a (key, query, column) score counts."""
