@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
+from positional_embeddings import AbsolutePE
+
 import reference
 from conftest import assert_bitwise_equal, ulp_distance
 from test_rope import INPUT_DTYPES, layouts, sample
-
-from positional_embeddings import AbsolutePE
 
 
 def test_upstream_specific_output_values():

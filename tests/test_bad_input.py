@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import reference
-from conftest import assert_bitwise_equal
 
 from positional_embeddings import (
     AbsolutePE,
@@ -24,6 +22,9 @@ from positional_embeddings import (
     relative_position_index,
     t5_relative_position_bucket,
 )
+
+import reference
+from conftest import assert_bitwise_equal
 
 ERRORS = (TypeError, ValueError, MemoryError)
 BAD_SIZES = [-1, 2.0, True, np.bool_(True), None, "4", 1j, 2**70]

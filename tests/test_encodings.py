@@ -6,9 +6,6 @@ import math
 
 import numpy as np
 import pytest
-import reference
-from conftest import assert_bitwise_equal
-from test_rope import INPUT_DTYPES, layouts, sample
 
 from positional_embeddings import (
     LearnedPE,
@@ -18,6 +15,10 @@ from positional_embeddings import (
     relative_position_index,
     t5_relative_position_bucket,
 )
+
+import reference
+from conftest import assert_bitwise_equal
+from test_rope import INPUT_DTYPES, layouts, sample
 
 # --- learned -------------------------------------------------------------------------
 

