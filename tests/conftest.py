@@ -7,6 +7,10 @@ import os
 import numpy as np
 from hypothesis import HealthCheck, settings
 
+from parity.compare import ulp_distance
+
+__all__ = ["assert_bitwise_equal", "ulp_distance"]
+
 settings.register_profile(
     "ci", max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
@@ -15,23 +19,6 @@ settings.register_profile(
 )
 settings.register_profile("dev", max_examples=50, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
-
-
-def ulp_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Distance in units in the last place between float arrays of one dtype.
-
-    Equal NaN positions count as 0 apart, +0 and -0 as 1 apart (signed zeros
-    matter for bit parity).
-    """
-    assert a.dtype == b.dtype and a.shape == b.shape, (a.dtype, b.dtype, a.shape, b.shape)
-    bits = {2: np.int16, 4: np.int32, 8: np.int64}[a.dtype.itemsize]
-    ia = a.view(bits).astype(np.int64)
-    ib = b.view(bits).astype(np.int64)
-    sign = np.int64(1) << (8 * a.dtype.itemsize - 1)
-    ia = np.where(ia < 0, -(ia + sign) - 1, ia)  # monotone: -0.0 -> -1, +0.0 -> 0
-    ib = np.where(ib < 0, -(ib + sign) - 1, ib)
-    distance = np.abs(ia - ib)
-    return np.where(np.isnan(a) & np.isnan(b), 0, distance)
 
 
 def assert_bitwise_equal(actual: np.ndarray, expected: np.ndarray) -> None:
