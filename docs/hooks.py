@@ -1,20 +1,46 @@
-"""MkDocs hook: generate the figures and the parity table before each build."""
+"""MkDocs hook: generate the figures and the parity table before each build.
+
+Both come from the project's own commands, run from the repository root:
+``python -m positional_embeddings plot`` and ``python -m parity report``.
+"""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
-GENERATED = Path(__file__).parent / "generated"
+ROOT = Path(__file__).resolve().parents[1]
+GENERATED = Path("docs") / "generated"
+
+COMMANDS = [
+    [
+        "positional_embeddings",
+        "plot",
+        "absolute",
+        "--embedding-size",
+        "128",
+        "--max-length",
+        "100",
+        "-o",
+        str(GENERATED / "absolute.svg"),
+    ],
+    [
+        "positional_embeddings",
+        "plot",
+        "rope",
+        "--head-size",
+        "64",
+        "--seq-len",
+        "256",
+        "-o",
+        str(GENERATED / "rope.svg"),
+    ],
+    ["parity", "report", "--markdown", "--output", str(GENERATED / "parity.md")],
+]
 
 
 def on_pre_build(config: Any) -> None:
-    from parity.fixtures import load
-    from parity.report import format_markdown, replay
-    from positional_embeddings.plots import plot_absolute, plot_rope
-
-    GENERATED.mkdir(exist_ok=True)
-    plot_absolute(GENERATED / "absolute.svg", 128, 100)
-    plot_rope(GENERATED / "rope.svg", 64, 256)
-    header, cases = load()
-    (GENERATED / "parity.md").write_text(format_markdown(replay(cases), header))
+    for command in COMMANDS:
+        subprocess.run([sys.executable, "-m", *command], cwd=ROOT, check=True)

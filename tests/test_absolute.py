@@ -8,7 +8,7 @@ import pytest
 from positional_embeddings import AbsolutePE
 
 import reference
-from conftest import assert_bitwise_equal, ulp_distance
+from comparisons import assert_bitwise_equal, ulp_distance
 from test_rope import INPUT_DTYPES, layouts, sample
 
 

@@ -24,7 +24,7 @@ from positional_embeddings import (
 )
 
 import reference
-from conftest import assert_bitwise_equal
+from comparisons import assert_bitwise_equal
 
 ERRORS = (TypeError, ValueError, MemoryError)
 BAD_SIZES = [-1, 2.0, True, np.bool_(True), None, "4", 1j, 2**70]

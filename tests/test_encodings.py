@@ -17,7 +17,7 @@ from positional_embeddings import (
 )
 
 import reference
-from conftest import assert_bitwise_equal
+from comparisons import assert_bitwise_equal
 from test_rope import INPUT_DTYPES, layouts, sample
 
 # --- learned -------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from positional_embeddings import AbsolutePE, RoPE
 from positional_embeddings.layouts import half_to_interleaved, interleaved_to_half
 
 import reference
-from conftest import assert_bitwise_equal, ulp_distance
+from comparisons import assert_bitwise_equal, ulp_distance
 from test_rope import INPUT_DTYPES, layouts, sample
 
 # --- positions -----------------------------------------------------------------------

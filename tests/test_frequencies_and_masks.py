@@ -8,7 +8,7 @@ import pytest
 from positional_embeddings import compute_frequencies, create_causal_mask, create_padding_mask
 
 import reference
-from conftest import ulp_distance
+from comparisons import ulp_distance
 
 
 @pytest.mark.parametrize(

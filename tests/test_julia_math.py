@@ -17,7 +17,7 @@ import pytest
 
 from positional_embeddings._julia_math import fma, pow_f64, sincos_f32, sincos_f64
 
-from conftest import assert_bitwise_equal
+from comparisons import assert_bitwise_equal
 
 SCALARS = Path(__file__).resolve().parents[1] / "parity" / "fixtures" / "scalars.npz"
 

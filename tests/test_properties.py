@@ -14,7 +14,7 @@ from hypothesis.extra import numpy as hnp
 from positional_embeddings import AbsolutePE, RoPE, create_padding_mask, neg_half
 
 import reference
-from conftest import assert_bitwise_equal
+from comparisons import assert_bitwise_equal
 
 INPUT_DTYPES = st.sampled_from(
     [np.float16, np.float32, np.float64, np.int64, np.int16, np.uint8, np.bool_]

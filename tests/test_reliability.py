@@ -17,7 +17,7 @@ import pytest
 
 from positional_embeddings import AbsolutePE, RoPE, _parallel
 
-from conftest import assert_bitwise_equal
+from comparisons import assert_bitwise_equal
 
 ROOT = Path(__file__).resolve().parents[1]
 

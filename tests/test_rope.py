@@ -8,7 +8,7 @@ import pytest
 from positional_embeddings import RoPE, neg_half
 
 import reference
-from conftest import assert_bitwise_equal, ulp_distance
+from comparisons import assert_bitwise_equal, ulp_distance
 
 FLOATS = [np.float16, np.float32, np.float64]
 INPUT_DTYPES = [np.float16, np.float32, np.float64, np.int64, np.int8, np.uint8, np.bool_]

@@ -1,0 +1,1 @@
+"""The benchmark suite: ``python -m benchmarks`` (see ``__main__``)."""
