@@ -1,12 +1,17 @@
-"""``python -m parity``: the parity report, and the recorder.
+"""Parity with PositionalEmbeddings.jl: the report, and the recorder.
 
     python -m parity report [--markdown] [--live] [--output FILE]
     python -m parity record --out DIR
 
-``report`` replays the recorded Julia outputs in ``parity/fixtures`` (no Julia
-needed); with ``--live`` it runs the case matrix against your Julia instead.
-Exit codes: 0 every case bit for bit, 1 a difference or no Julia for
-``--live``/``record``, 2 a usage error.
+``report`` replays the recorded Julia outputs in ``parity/fixtures`` (no
+Julia needed) and prints, case by case, the call, the largest distance in
+ULP, how many elements differ and whether the outputs are bit for bit, under
+a header naming the Julia version, package version and CPU of the
+recording.  ``--live`` runs the case matrix through your Julia instead.
+``record`` writes the case matrix's Julia outputs in the fixtures' format.
+
+Exit codes: 0 when every case is bit for bit (or recorded), 1 when a case
+differs or Julia is needed and not available, 2 for a usage error.
 """
 
 from __future__ import annotations
@@ -19,29 +24,36 @@ from pathlib import Path
 __all__ = ["main"]
 
 
+def _start_julia(command: str) -> bool:
+    """Start Julia before anything imports Numba; say why not on stderr."""
+    from .bridge import julia, julia_available
+
+    available, reason = julia_available()
+    if available:
+        try:
+            julia()
+        except RuntimeError as error:
+            available, reason = False, str(error)
+    if not available:
+        print(f"python -m parity {command}: {reason}", file=sys.stderr)
+    return available
+
+
 def _report(args: argparse.Namespace) -> int:
+    if args.live and not _start_julia("report --live"):
+        return 1
     from .fixtures import load
     from .report import format_markdown, format_text, replay
 
     if args.live:
-        from .bridge import julia_available, julia_call, julia_version
-        from .cases import all_cases, make_input
-        from .fixtures import Case
+        from .bridge import julia_header
+        from .record import run_matrix
 
-        available, reason = julia_available()
-        if not available:
-            print(f"python -m parity report --live: {reason}", file=sys.stderr)
-            return 1
-        header = julia_version()
-        cases = []
-        for spec in all_cases():
-            x = None if spec.x is None else make_input(spec.x)
-            cases.append(_live_case(spec, x, julia_call, Case))
+        header, cases = julia_header(), run_matrix()
     else:
         header, cases = load()
-    print(f"replaying {len(cases)} cases…", file=sys.stderr)
     rows = replay(cases)
-    text = format_markdown(rows, header) if args.markdown else format_text(rows, header)
+    text = (format_markdown if args.markdown else format_text)(rows, header)
     if args.output:
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)
         Path(args.output).write_text(text)
@@ -50,39 +62,43 @@ def _report(args: argparse.Namespace) -> int:
     return 0 if all(row.bitwise for row in rows) else 1
 
 
-def _live_case(spec, x, julia_call, Case):  # type: ignore[no-untyped-def]
-    from .bridge import JuliaCallError
-
-    try:
-        outputs, error = julia_call(spec.call, spec.args, x), None
-    except JuliaCallError as failure:
-        outputs, error = {}, {"type": failure.type_name, "message": failure.message}
-    return Case(spec.id, spec.call, spec.args, x, outputs, error)
-
-
 def _record(args: argparse.Namespace) -> int:
-    from .bridge import julia_available
+    if not _start_julia("record"):
+        return 1
     from .record import record
 
-    available, reason = julia_available()
-    if not available:
-        print(f"python -m parity record: {reason}", file=sys.stderr)
-        return 1
     count = record(Path(args.out))
     print(f"recorded {count} cases into {args.out}")
     return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m parity", description=__doc__.splitlines()[0])
+    """Run the command line.
+
+    Parameters
+    ----------
+    argv : Sequence[str], optional
+        Arguments after ``python -m parity`` (default: ``sys.argv[1:]``).
+
+    Returns
+    -------
+    int
+        The exit code.
+    """
+    parser = argparse.ArgumentParser(
+        prog="python -m parity",
+        description="Parity with PositionalEmbeddings.jl: the report, and the recorder.",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     report = commands.add_parser(
         "report", help="how this package compares with Julia, case by case"
     )
-    report.add_argument("--markdown", action="store_true", help="a markdown table (for the docs)")
-    report.add_argument("--live", action="store_true", help="against your Julia, not the fixtures")
-    report.add_argument("--output", help="write the table to this file")
-    record = commands.add_parser("record", help="record new fixtures from your Julia")
+    report.add_argument("--markdown", action="store_true", help="a Markdown table (for the docs)")
+    report.add_argument(
+        "--live", action="store_true", help="run the case matrix through your Julia instead"
+    )
+    report.add_argument("--output", help="write the table to this file instead of stdout")
+    record = commands.add_parser("record", help="record the case matrix from your Julia")
     record.add_argument("--out", required=True, help="directory for manifest.json and arrays.npz")
     args = parser.parse_args(argv)
     return _report(args) if args.command == "report" else _record(args)

@@ -1,50 +1,71 @@
-"""Record fixtures from the real Julia package, in the format of ``parity/fixtures``."""
+"""Run the case matrix through Julia, and record it in the format of ``parity/fixtures``.
+
+``python -m parity record --out DIR`` writes ``DIR/manifest.json`` and
+``DIR/arrays.npz``; :func:`parity.fixtures.load` reads them back, so a
+recording can be replayed (``pytest`` and ``python -m parity report`` use
+``parity/fixtures``: copy a new recording there, with its provenance in the
+README, to make it the reference).
+"""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
-import numpy as np
+from .bridge import JuliaCallError, julia_call, julia_header
+from .calls import Runner
+from .cases import CaseSpec, all_cases
+from .fixtures import Case, save
 
-from .bridge import JuliaCallError, julia_call, julia_version
-from .cases import CaseSpec, all_cases, make_input
-
-__all__ = ["record"]
-
-LAYOUT = (
-    "every array has the same shape tuple as in Julia; "
-    "element [i,j,k] (Python) = A[i+1,j+1,k+1] (Julia)"
-)
+__all__ = ["record", "run_matrix"]
 
 
-def record(directory: Path, cases: Iterable[CaseSpec] | None = None) -> int:
-    """Run ``cases`` (default: the whole matrix) in Julia; write manifest.json and
-    arrays.npz into ``directory``.  Returns the number of cases recorded."""
-    directory.mkdir(parents=True, exist_ok=True)
-    arrays: dict[str, np.ndarray] = {}
-    entries: list[dict[str, Any]] = []
-    for case in all_cases() if cases is None else cases:
-        entry: dict[str, Any] = {"id": case.id, "call": case.call, "args": case.args}
-        x = None
-        if case.x is not None:
-            x = make_input(case.x)
-            entry["x"] = arrays_key = f"{case.id}.x"
-            arrays[arrays_key] = x
+def run_matrix(specs: Iterable[CaseSpec] | None = None, run: Runner = julia_call) -> list[Case]:
+    """Run cases and keep what they returned or raised.
+
+    Parameters
+    ----------
+    specs : Iterable[CaseSpec], optional
+        The cases (default: the whole matrix, :func:`parity.cases.all_cases`).
+    run : callable
+        ``run(call, args, x)`` returning outputs by name and raising
+        :class:`parity.bridge.JuliaCallError` (default: Julia itself).
+
+    Returns
+    -------
+    list[Case]
+        Each case with its input and outputs, or its error.
+    """
+    cases = []
+    for spec in all_cases() if specs is None else specs:
+        x = spec.build_input()
         try:
-            outputs = julia_call(case.call, case.args, x)
-        except JuliaCallError as error:
-            entry["error"] = {"type": error.type_name, "message": str(error)}
-        else:
-            entry["outputs"] = {}
-            for name, value in outputs.items():
-                entry["outputs"][name] = key = f"{case.id}.{name}"
-                arrays[key] = value
-        entries.append(entry)
-    manifest = {**julia_version(), "layout": LAYOUT, "cases": entries}
-    (directory / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
-    save: Any = np.savez_compressed
-    save(directory / "arrays.npz", **arrays)
-    return len(entries)
+            outputs, error = run(spec.call, spec.args, x), None
+        except JuliaCallError as failure:
+            outputs, error = {}, {"type": failure.type_name, "message": failure.message}
+        cases.append(Case(spec.id, spec.call, spec.args, x, outputs, error))
+    return cases
+
+
+def record(directory: Path, specs: Iterable[CaseSpec] | None = None) -> int:
+    """Record cases from Julia into ``directory`` (manifest.json and arrays.npz).
+
+    Parameters
+    ----------
+    directory : pathlib.Path
+        Where to write; created if needed.
+    specs : Iterable[CaseSpec], optional
+        The cases (default: the whole matrix).
+
+    Returns
+    -------
+    int
+        How many cases were recorded.
+
+    Raises
+    ------
+    RuntimeError
+        If Julia cannot be started (see :func:`parity.bridge.julia`).
+    """
+    header = julia_header()
+    return save(directory, header, run_matrix(specs))

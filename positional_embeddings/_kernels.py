@@ -27,6 +27,7 @@ small type-dispatched helpers (numba ``overload``s) that the loops share:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numba
 import numpy as np
@@ -34,6 +35,7 @@ from llvmlite import ir
 from numba.core import types
 from numba.extending import intrinsic, overload
 
+from . import _parallel
 from ._jit import JIT
 from ._julia_math import pow_f64, sincos_f32, sincos_f64
 from ._parallel import run_ranges
@@ -46,6 +48,7 @@ __all__ = [
     "gather_rows",
     "inverse_frequencies",
     "relative_index",
+    "rope_direct",
     "rope_forward",
     "rope_tables",
     "t5_bucket",
@@ -405,6 +408,35 @@ def rope_forward(
         run_ranges(_rope_inner_batch, (head + 1) // 2, traffic, *args)
     else:
         run_ranges(_rope_inner_head, seq * batch, traffic, *args)
+
+
+def rope_direct(
+    x: np.ndarray, out: np.ndarray, cos: np.ndarray, sin: np.ndarray, pairing: int | None
+) -> Callable[[np.ndarray, np.ndarray, int], None] | None:
+    """A direct call of the compiled loop ``rope_forward`` ran for arrays like
+    ``x`` and ``out``, taking (x, out, offset); None where that call needs
+    threads or has not been compiled yet.
+
+    Repeated small calls (decoding one token at a time) then skip the loop
+    choice and Numba's type dispatch.
+    """
+    head, seq, batch = x.shape
+    if x.nbytes + out.nbytes >= 2 * _parallel.MIN_BYTES_PER_THREAD:
+        return None
+    if _smallest_stride(x) == 2:
+        kernel, length = _rope_inner_batch, (head + 1) // 2
+    else:
+        kernel, length = _rope_inner_head, seq * batch
+    arguments = (x, out, cos, sin, pairing, 0, 0, length)
+    compiled = kernel.overloads.get(tuple(kernel.typeof_pyval(a) for a in arguments))
+    if compiled is None:
+        return None
+    entry = compiled.entry_point
+
+    def direct(x: np.ndarray, out: np.ndarray, offset: int) -> None:
+        entry(x, out, cos, sin, pairing, offset, 0, length)
+
+    return direct
 
 
 @numba.njit(**JIT)

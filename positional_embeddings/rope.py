@@ -17,7 +17,7 @@ from ._checks import (
     promote,
     resolve_positions,
 )
-from ._kernels import rope_forward, rope_tables
+from ._kernels import rope_direct, rope_forward, rope_tables
 from ._views import run_forward
 from .frequencies import frequency_bands
 
@@ -98,6 +98,7 @@ class RoPE:
 
     __slots__ = (
         "_backward_sin",
+        "_direct",
         "_kernel_tables",
         "_pairing",
         "cos_cached",
@@ -198,6 +199,7 @@ class RoPE:
             table.astype(np.float32) if table.dtype == np.float16 else table for table in (cos, sin)
         )
         self._backward_sin: np.ndarray | None = None
+        self._direct: dict[tuple[Any, ...], tuple[np.dtype, Any]] = {}
 
     def __call__(
         self,
@@ -245,7 +247,13 @@ class RoPE:
             32"; "Sequence length exceeds maximum length" (positions beyond
             the tables); a bad ``out``.
         """
-        return self._apply(x, out, offset, positions, self._kernel_tables)
+        if out is None and positions is None and type(x) is np.ndarray and type(offset) is int:
+            direct = self._direct.get((x.shape, x.strides, x.dtype))
+            if direct is not None and 0 <= offset <= self.cos_cached.shape[1] - x.shape[1]:
+                y = np.empty_like(x, direct[0], "K")
+                direct[1](x, y, offset)
+                return y
+        return self._apply(x, out, offset, positions, self._kernel_tables, remember=True)
 
     def backward(
         self,
@@ -292,7 +300,11 @@ class RoPE:
         offset: int,
         positions: Any,
         tables: tuple[np.ndarray, ...],
+        remember: bool = False,
     ) -> np.ndarray:
+        """Check, allocate, rotate.  With ``remember``, a checked 3-D call that
+        allocated its output leaves a direct call for the next input of the
+        same shape, strides and dtype (``__call__``'s fast path)."""
         x = as_array(x, "x", 3)
         head_size, seq_len = x.shape[0], x.shape[1]
         if head_size != self.head_size:
@@ -300,10 +312,21 @@ class RoPE:
                 f"Head dimension must match, expected {self.head_size}, got {head_size}"
             )
         where = resolve_positions(seq_len, x.shape[1:], self.cos_cached.shape[1], offset, positions)
+        allocated = out is None
         out = output_for(x, promote(x.dtype, self.cos_cached.dtype), out)
         if isinstance(where, np.ndarray) and where.ndim > 1:
             return run_forward(rope_forward, x, out, *tables, self._pairing, columns=where)
-        return run_forward(rope_forward, x, out, *tables, self._pairing, where)
+        run_forward(rope_forward, x, out, *tables, self._pairing, where)
+        if remember and allocated and x.ndim == 3 and np.float16 not in (x.dtype, out.dtype):
+            self._remember(x, out, tables)
+        return out
+
+    def _remember(self, x: np.ndarray, out: np.ndarray, tables: tuple[np.ndarray, ...]) -> None:
+        direct = rope_direct(x, out, tables[0], tables[1], self._pairing)
+        if direct is not None:
+            if len(self._direct) >= 64:  # many shapes in turn: keep the cache small
+                self._direct.clear()
+            self._direct[(x.shape, x.strides, x.dtype)] = (out.dtype, direct)
 
     def __repr__(self) -> str:
         pairing = ", interleaved=True" if self.interleaved else ""
