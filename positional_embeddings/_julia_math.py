@@ -33,6 +33,7 @@ the domain first.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numba
 import numpy as np
@@ -42,7 +43,7 @@ from numba.extending import intrinsic
 
 from ._jit import JIT
 
-__all__ = ["fma", "pow_f64", "sincos_f32", "sincos_f64"]
+__all__ = ["f32_bits", "f32_from_bits", "fma", "pow_f64", "sincos_f32", "sincos_f64"]
 
 
 @intrinsic
@@ -59,26 +60,24 @@ def fma(typingctx, a, b, c):  # type: ignore[no-untyped-def]
     return signature, codegen
 
 
-@intrinsic
-def _bits(typingctx, value):  # type: ignore[no-untyped-def]
-    """The bits of a float64 as an int64 (Julia's ``reinterpret(Int64, x)``)."""
-    signature = types.int64(types.float64)
+def _bitcast(source: types.Type, target: types.Type) -> Any:
+    """An intrinsic that reinterprets a ``source`` scalar's bits as ``target``
+    (Julia's ``reinterpret``)."""
 
-    def codegen(context, builder, sig, args):  # type: ignore[no-untyped-def]
-        return builder.bitcast(args[0], ir.IntType(64))
+    @intrinsic
+    def reinterpret(typingctx, value):  # type: ignore[no-untyped-def]
+        def codegen(context, builder, sig, args):  # type: ignore[no-untyped-def]
+            return builder.bitcast(args[0], context.get_value_type(target))
 
-    return signature, codegen
+        return target(source), codegen
+
+    return reinterpret
 
 
-@intrinsic
-def _float(typingctx, bits):  # type: ignore[no-untyped-def]
-    """The float64 with these bits (Julia's ``reinterpret(Float64, n)``)."""
-    signature = types.float64(types.int64)
-
-    def codegen(context, builder, sig, args):  # type: ignore[no-untyped-def]
-        return builder.bitcast(args[0], ir.DoubleType())
-
-    return signature, codegen
+_bits = _bitcast(types.float64, types.int64)
+_float = _bitcast(types.int64, types.float64)
+f32_bits = _bitcast(types.float32, types.uint32)
+f32_from_bits = _bitcast(types.uint32, types.float32)
 
 
 # --- tables (Julia's, as data) -----------------------------------------------------------

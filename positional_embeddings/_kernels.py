@@ -31,13 +31,12 @@ from collections.abc import Callable
 
 import numba
 import numpy as np
-from llvmlite import ir
 from numba.core import types
-from numba.extending import intrinsic, overload
+from numba.extending import overload
 
 from . import _parallel
 from ._jit import JIT
-from ._julia_math import pow_f64, sincos_f32, sincos_f64
+from ._julia_math import f32_bits, f32_from_bits, pow_f64, sincos_f32, sincos_f64
 from ._parallel import run_ranges
 
 __all__ = [
@@ -63,28 +62,6 @@ F16_RECORD = np.dtype([("bits", "<u2")])
 """How float16 arrays are passed to kernels: the same bytes under a record dtype."""
 
 
-@intrinsic
-def _f32_as_u32(typingctx, value):  # type: ignore[no-untyped-def]
-    """Reinterpret a float32's bits as a uint32."""
-    signature = types.uint32(types.float32)
-
-    def codegen(context, builder, sig, args):  # type: ignore[no-untyped-def]
-        return builder.bitcast(args[0], ir.IntType(32))
-
-    return signature, codegen
-
-
-@intrinsic
-def _u32_as_f32(typingctx, value):  # type: ignore[no-untyped-def]
-    """Reinterpret a uint32's bits as a float32."""
-    signature = types.float32(types.uint32)
-
-    def codegen(context, builder, sig, args):  # type: ignore[no-untyped-def]
-        return builder.bitcast(args[0], ir.FloatType())
-
-    return signature, codegen
-
-
 @numba.njit(**JIT)
 def f16_bits_to_f32(bits: int) -> float:
     """Decode IEEE binary16 bits into the (exactly equal) float32."""
@@ -93,11 +70,11 @@ def f16_bits_to_f32(bits: int) -> float:
     exponent = (h >> np.uint32(10)) & np.uint32(0x1F)
     mantissa = h & np.uint32(0x3FF)
     if exponent == 0x1F:
-        return _u32_as_f32(sign | np.uint32(0x7F800000) | (mantissa << np.uint32(13)))
+        return f32_from_bits(sign | np.uint32(0x7F800000) | (mantissa << np.uint32(13)))
     if exponent == 0:
         magnitude = np.float32(mantissa) * np.float32(2.0**-24)
         return -magnitude if sign else magnitude
-    return _u32_as_f32(
+    return f32_from_bits(
         sign | ((exponent + np.uint32(112)) << np.uint32(23)) | (mantissa << np.uint32(13))
     )
 
@@ -105,7 +82,7 @@ def f16_bits_to_f32(bits: int) -> float:
 @numba.njit(**JIT)
 def f32_to_f16_bits(value: float) -> int:
     """Round a float32 to the nearest binary16 (ties to even); return its bits."""
-    u = _f32_as_u32(np.float32(value))
+    u = f32_bits(np.float32(value))
     sign = np.uint16((u >> np.uint32(16)) & np.uint32(0x8000))
     a = u & np.uint32(0x7FFFFFFF)
     if a >= 0x7F800000:  # Inf or NaN (NaN stays quiet)
@@ -140,8 +117,8 @@ def f64_to_f16_bits(value: float) -> int:
     single = np.float32(value)
     if math.isfinite(value) and np.float64(single) != value:
         if abs(np.float64(single)) > abs(value):  # RNE went away from zero: truncate
-            single = _u32_as_f32(_f32_as_u32(single) - np.uint32(1))
-        single = _u32_as_f32(_f32_as_u32(single) | np.uint32(1))
+            single = f32_from_bits(f32_bits(single) - np.uint32(1))
+        single = f32_from_bits(f32_bits(single) | np.uint32(1))
     return f32_to_f16_bits(single)
 
 
