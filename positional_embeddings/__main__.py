@@ -36,34 +36,35 @@ def _ramp(*shape: int) -> np.ndarray:
     return values.reshape(shape, order="F")
 
 
-def _describe(name: str, array: np.ndarray, seconds: float) -> str:
+def _describe(array: np.ndarray, seconds: float) -> str:
     digest = hashlib.sha256(array.tobytes(order="F")).hexdigest()
     total = float(array.sum(dtype=np.float64))
     return (
-        f"{name}\n"
-        f"  shape {array.shape}, dtype {array.dtype}, sum {total:.9g}, "
-        f"{seconds * 1e3:.1f} ms\n"
-        f"  sha256 (column-major bytes) {digest[:16]}…"
+        f"  -> shape {array.shape}, dtype {array.dtype}, sum {total:.9g} "
+        f"({seconds * 1e3:.1f} ms, including any compilation)\n"
+        f"     sha256 of its column-major bytes: {digest}"
     )
 
 
 def tour() -> None:
     """Run the Julia docs' usage examples and print what they return."""
-    print(f"positional_embeddings {__version__}: the examples of PositionalEmbeddings.jl\n")
+    print(f"positional_embeddings {__version__}: the examples of PositionalEmbeddings.jl")
+    print("Inputs are Julia's reshape(Float32.(1:n) ./ n, dims...); the same calls in Julia")
+    print("give the same sha256: bytes2hex(sha256(reinterpret(UInt8, vec(y)))) with SHA.jl.\n")
 
     start = time.perf_counter()
     rope = RoPE(64, 1024)
     x = _ramp(64, 100, 256)  # (head_size, seq_len, nheads*batch) = 8 heads x 32 batch
     y = rope(x)
     print("rope = RoPE(64, 1024); rope(x) with x of size (64, 100, 256)")
-    print(_describe("  x_with_positions", y, time.perf_counter() - start))
+    print(_describe(y, time.perf_counter() - start))
 
     start = time.perf_counter()
     pe = AbsolutePE(512, 1000)
     x = _ramp(100, 512, 32)  # (seq_len, features, batch)
     y = pe(x)
     print("\npe = AbsolutePE(512, 1000); pe(x) with x of size (100, 512, 32)")
-    print(_describe("  x_with_positions", y, time.perf_counter() - start))
+    print(_describe(y, time.perf_counter() - start))
 
     causal = create_causal_mask(5)
     padding = create_padding_mask([3, 4], 5)
