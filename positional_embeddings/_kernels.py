@@ -230,20 +230,21 @@ def _ov_add(a, b, out):  # type: ignore[no-untyped-def]
     return lambda a, b, out: _rnd(_cvt(a, out) + _cvt(b, out), out)
 
 
-def _pair(i, pairing):  # type: ignore[no-untyped-def]
-    """Channels ``(h1, h2)`` of RoPE pair ``i``.
+def _pair(i, half, pairing):  # type: ignore[no-untyped-def]
+    """Channels ``(h1, h2)`` of RoPE pair ``i`` in a head of ``2*half`` (+1) channels.
 
     The *type* of ``pairing`` selects the layout at compile time: an integer
-    ``gap`` pairs ``i`` with ``i + gap`` (Julia's half split, gap =
-    head_size/2); ``None`` pairs ``2i`` with ``2i + 1`` (interleaved).
+    pairs ``i`` with ``i + half`` (Julia's half split); ``None`` pairs ``2i``
+    with ``2i + 1`` (interleaved).  ``half`` comes from the array's shape, so
+    the compiler sees the index stay in range and vectorises the loop.
     """
 
 
 @overload(_pair, jit_options=JIT)
-def _ov_pair(i, pairing):  # type: ignore[no-untyped-def]
+def _ov_pair(i, half, pairing):  # type: ignore[no-untyped-def]
     if isinstance(pairing, types.NoneType):
-        return lambda i, pairing: (2 * i, 2 * i + 1)
-    return lambda i, pairing: (i, i + pairing)
+        return lambda i, half, pairing: (2 * i, 2 * i + 1)
+    return lambda i, half, pairing: (i, i + half)
 
 
 def _position(positions, s, b):  # type: ignore[no-untyped-def]
@@ -295,12 +296,13 @@ def _pass_through(value, out):  # type: ignore[no-untyped-def]
 def _rope_inner_head(x, out, cos, sin, pairing, positions, start, stop):  # type: ignore[no-untyped-def]
     """RoPE with the head axis innermost (F order); outer range over (batch, seq)."""
     head, seq, _ = x.shape
+    half = head // 2
     last = head - 1
     for j in range(start, stop):
         b, s = divmod(j, seq)
         p = _position(positions, s, b)
-        for i in range(head // 2):
-            h1, h2 = _pair(i, pairing)
+        for i in range(half):
+            h1, h2 = _pair(i, half, pairing)
             out[h1, s, b], out[h2, s, b] = _rotate(
                 _load(x[h1, s, b]),
                 _load(x[h2, s, b]),
@@ -319,6 +321,7 @@ def _rope_inner_batch(x, out, cos, sin, pairing, positions, start, stop):  # typ
     """RoPE with the batch axis innermost (C order); outer range over pairs
     (and, for an odd head, the unpaired last channel as one more unit)."""
     head, seq, batch = x.shape
+    half = head // 2
     last = head - 1
     for i in range(start, stop):
         if 2 * i == last:
@@ -326,7 +329,7 @@ def _rope_inner_batch(x, out, cos, sin, pairing, positions, start, stop):  # typ
                 for b in range(batch):
                     out[last, s, b] = _pass_through(x[last, s, b], out)
             continue
-        h1, h2 = _pair(i, pairing)
+        h1, h2 = _pair(i, half, pairing)
         for s in range(seq):
             if _per_column(positions):
                 for b in range(batch):
@@ -373,7 +376,7 @@ def rope_forward(
 
     ``x`` is float16 as ``F16_RECORD``, or bool/integer/float32/float64;
     ``out`` is float32/float64, or uint16 holding float16 bits.  ``pairing``
-    is ``head // 2`` for the half split or None for interleaved pairs;
+    is an int (any) for the half split or None for interleaved pairs;
     ``positions`` an offset, one id per position (seq,) or per position and
     column (seq, batch).  The loop order follows the smaller stride of the
     head and batch axes; large calls are split over threads.
@@ -496,10 +499,11 @@ def _ov_sincos_in(angle, table):  # type: ignore[no-untyped-def]
 @numba.njit(**JIT)
 def _rope_tables(theta, scale, cos, sin, pairing, start, stop):  # type: ignore[no-untyped-def]
     head = cos.shape[0]
+    half = head // 2
     for p in range(start, stop):
-        for i in range(head // 2):
+        for i in range(half):
             s, c = _sincos_in((theta[i] * p) * scale, cos)
-            h1, h2 = _pair(i, pairing)
+            h1, h2 = _pair(i, half, pairing)
             cos[h1, p] = c
             cos[h2, p] = c
             sin[h1, p] = s
