@@ -199,7 +199,7 @@ class RoPE:
             table.astype(np.float32) if table.dtype == np.float16 else table for table in (cos, sin)
         )
         self._backward_sin: np.ndarray | None = None
-        self._direct: dict[tuple[Any, ...], tuple[np.dtype, Any]] = {}
+        self._direct: dict[tuple[Any, ...], tuple[np.dtype, tuple[int, ...], Any]] = {}
 
     def __call__(
         self,
@@ -247,12 +247,17 @@ class RoPE:
             32"; "Sequence length exceeds maximum length" (positions beyond
             the tables); a bad ``out``.
         """
-        if out is None and positions is None and type(x) is np.ndarray and type(offset) is int:
+        if positions is None and type(x) is np.ndarray and type(offset) is int:
             direct = self._direct.get((x.shape, x.strides, x.dtype))
             if direct is not None and 0 <= offset <= self.cos_cached.shape[1] - x.shape[1]:
-                y = np.empty_like(x, direct[0], "K")
-                direct[1](x, y, offset)
-                return y
+                dtype, strides, run = direct
+                if out is None:
+                    y = np.empty_like(x, dtype, "K")
+                    run(x, y, offset)
+                    return y
+                if _fits(out, x, dtype, strides):
+                    run(x, out, offset)
+                    return out
         return self._apply(x, out, offset, positions, self._kernel_tables, remember=True)
 
     def backward(
@@ -302,9 +307,10 @@ class RoPE:
         tables: tuple[np.ndarray, ...],
         remember: bool = False,
     ) -> np.ndarray:
-        """Check, allocate, rotate.  With ``remember``, a checked 3-D call that
-        allocated its output leaves a direct call for the next input of the
-        same shape, strides and dtype (``__call__``'s fast path)."""
+        """Check, allocate, rotate.  With ``remember``, a checked 3-D call whose
+        output is laid out as a new one would be leaves a direct call for the
+        next input of the same shape, strides and dtype (``__call__``'s fast
+        path, with or without ``out``)."""
         x = as_array(x, "x", 3)
         head_size, seq_len = x.shape[0], x.shape[1]
         if head_size != self.head_size:
@@ -317,8 +323,9 @@ class RoPE:
         if isinstance(where, np.ndarray) and where.ndim > 1:
             return run_forward(rope_forward, x, out, *tables, self._pairing, columns=where)
         run_forward(rope_forward, x, out, *tables, self._pairing, where)
-        if remember and allocated and x.ndim == 3 and np.float16 not in (x.dtype, out.dtype):
-            self._remember(x, out, tables)
+        if remember and x.ndim == 3 and np.float16 not in (x.dtype, out.dtype):
+            if allocated or out.strides == np.empty_like(x, out.dtype, "K").strides:
+                self._remember(x, out, tables)
         return out
 
     def _remember(self, x: np.ndarray, out: np.ndarray, tables: tuple[np.ndarray, ...]) -> None:
@@ -326,7 +333,7 @@ class RoPE:
         if direct is not None:
             if len(self._direct) >= 64:  # many shapes in turn: keep the cache small
                 self._direct.clear()
-            self._direct[(x.shape, x.strides, x.dtype)] = (out.dtype, direct)
+            self._direct[(x.shape, x.strides, x.dtype)] = (out.dtype, out.strides, direct)
 
     def __repr__(self) -> str:
         pairing = ", interleaved=True" if self.interleaved else ""
@@ -334,6 +341,20 @@ class RoPE:
             f"RoPE(head_size={self.head_size}, seq_len={self.cos_cached.shape[1]}, "
             f"T=np.{self.cos_cached.dtype}{pairing})"
         )
+
+
+def _fits(out: Any, x: np.ndarray, dtype: np.dtype, strides: tuple[int, ...]) -> bool:
+    """Whether ``out`` is exactly the kind of array a remembered direct call
+    writes (what ``output_for`` would check, for that one layout)."""
+    return (
+        type(out) is np.ndarray
+        and out.shape == x.shape
+        and out.dtype == dtype
+        and out.strides == strides
+        and out.flags.writeable
+        and out.flags.aligned
+        and (out is x or not np.may_share_memory(x, out))
+    )
 
 
 def _pairing(head_size: int, interleaved: bool) -> int | None:

@@ -371,3 +371,27 @@ def test_neg_half_errors():
         neg_half(np.float32(1))
     with pytest.raises(TypeError, match="numeric"):
         neg_half(np.array(["a", "b"]))
+
+
+def test_repeated_calls_take_the_direct_path_with_the_same_results():
+    """After one checked call, calls of the same layout skip dispatch: same bits,
+    same checks on offsets and on out."""
+    rope = RoPE(16, 40)
+    x = sample((16, 1, 4), np.float32, seed=40)
+    full = rope(np.concatenate([x] * 40, axis=1))
+    out = np.empty_like(x)
+    for position in (0, 7, 39, 3):
+        assert_bitwise_equal(rope(x, offset=position), full[:, position : position + 1])
+        assert rope(x, out=out, offset=position) is out
+        assert_bitwise_equal(out, full[:, position : position + 1])
+    assert rope._direct, "the fast path was not primed"
+    with pytest.raises(ValueError, match="exceeds maximum length"):
+        rope(x, offset=40)
+    with pytest.raises(TypeError, match="dtype float32"):
+        rope(x, out=np.empty_like(x, dtype=np.float64))
+    big = np.zeros((16, 1, 8), np.float32)
+    with pytest.raises(ValueError, match="overlaps"):
+        rope(big[:, :, :4], out=big[:, :, 2:6])
+    in_place = x.copy()
+    assert rope(in_place, out=in_place, offset=5) is in_place
+    assert_bitwise_equal(in_place, full[:, 5:6])
