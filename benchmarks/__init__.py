@@ -1,1 +1,3 @@
-"""The benchmark suite: ``python -m benchmarks`` (see ``__main__``)."""
+"""The benchmark suite: ``python -m benchmarks`` (see ``benchmarks.__main__``)."""
+
+__all__: list[str] = []

@@ -1,4 +1,4 @@
-"""The benchmark cases: each returns one row of the table."""
+"""The benchmark cases: each measures its contenders and returns one row of the table."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -16,250 +16,342 @@ import numpy as np
 
 from positional_embeddings import AbsolutePE, RoPE
 
+from .contenders import (
+    absolute_table_numpy,
+    pe_numpy,
+    pe_torch,
+    rope_numpy,
+    rope_tables_numpy,
+    rope_torch,
+)
 from .timing import interleaved_medians
 
-__all__ = ["Row", "all_cases"]
+__all__ = ["GROUPS", "Case", "Row", "Settings", "all_cases"]
 
 ROOT = Path(__file__).resolve().parents[1]
 
-try:
-    import torch
-except ImportError:
-    torch = None
+GROUPS = (
+    "rope",
+    "rope-out",
+    "rope-inplace",
+    "rope-in-cache",
+    "decode",
+    "pe",
+    "pe-out",
+    "tables",
+    "cold-start",
+)
+"""Names for ``--cases``, in the order the table lists them."""
+
+COLD_START_CODE = (
+    "import numpy as np; from positional_embeddings import RoPE; "
+    "RoPE(64, 128)(np.ones((64, 128, 8), np.float32))"
+)
+"""What a fresh interpreter runs for the cold start (import, tables, one call)."""
+
+IMPORT_FLOOR_CODE = "import numpy, numba"
+"""The cold start's floor: a fresh interpreter importing the dependencies only."""
 
 
 @dataclass
 class Row:
+    """One line of the table: the package's median time and its contenders'.
+
+    Attributes
+    ----------
+    group : str
+        The ``--cases`` name that produced it.
+    case : str
+        What was called, e.g. ``rope(x, out=out)``.
+    shape : tuple of int
+        Shape of the input (of the table, for construction); empty if none.
+    order, dtype : str
+        Memory order (``C``/``F``) and dtype of the input; empty if none.
+    seconds : float
+        Median seconds per call of the package.
+    floor : str
+        What the floor is (``x.copy()``, ``np.copyto``, ``import numba``).
+    floor_seconds, numpy_seconds, torch_seconds : float or None
+        Median seconds of the floor, the numpy formula and torch eager, in
+        the same interleaved repetitions; None where not measured.
+    bytes_moved : int
+        Bytes read plus bytes written by one call (input and output arrays;
+        the small tables are not counted); 0 where not meaningful.
+    """
+
+    group: str
     case: str
-    shape: str
+    shape: tuple[int, ...]
     order: str
     dtype: str
     seconds: float
-    gbps: float | None = None
-    vs_floor: float | None = None
     floor: str = ""
-    vs_numpy: float | None = None
-    vs_torch: float | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    floor_seconds: float | None = None
+    numpy_seconds: float | None = None
+    torch_seconds: float | None = None
+    bytes_moved: int = 0
+
+    @property
+    def gbps(self) -> float | None:
+        """Throughput in GB/s (bytes read + written), None where not meaningful."""
+        return self.bytes_moved / self.seconds / 1e9 if self.bytes_moved else None
+
+    def _over(self, other: float | None) -> float | None:
+        return None if other is None else self.seconds / other
+
+    @property
+    def vs_floor(self) -> float | None:
+        """The package's time over the floor's (below 1: faster than a copy)."""
+        return self._over(self.floor_seconds)
+
+    @property
+    def vs_numpy(self) -> float | None:
+        """The package's time over the numpy formula's."""
+        return self._over(self.numpy_seconds)
+
+    @property
+    def vs_torch(self) -> float | None:
+        """The package's time over torch eager's; None without torch."""
+        return self._over(self.torch_seconds)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The fields and the derived throughput and ratios, for JSON."""
+        return {
+            **asdict(self),
+            "shape": list(self.shape),
+            "gbps": self.gbps,
+            "vs_floor": self.vs_floor,
+            "vs_numpy": self.vs_numpy,
+            "vs_torch": self.vs_torch,
+        }
 
 
-def _neg_half(x: np.ndarray) -> np.ndarray:
-    half = x.shape[0] // 2
-    return np.concatenate([-x[half:], x[:half]], axis=0)
+@dataclass(frozen=True)
+class Settings:
+    """How a run measures: sizes, repetitions, the length of a timing sample."""
+
+    quick: bool
+    repeat: int
+
+    @property
+    def sample_seconds(self) -> float:
+        """Calls faster than this are timed in batches filling it."""
+        return 5e-4 if self.quick else 1e-2
 
 
-def _rope_numpy(rope: RoPE) -> Callable[[np.ndarray], np.ndarray]:
-    def formula(x: np.ndarray) -> np.ndarray:
-        seq = x.shape[1]
-        cos = rope.cos_cached[:, :seq, np.newaxis]
-        sin = rope.sin_cached[:, :seq, np.newaxis]
-        return x * cos + _neg_half(x) * sin
+@dataclass(frozen=True)
+class Case:
+    """A row to measure: its ``--cases`` group and the function measuring it."""
 
-    return formula
+    group: str
+    run: Callable[[Settings], Row]
 
 
-def _rope_torch(rope: RoPE, x: np.ndarray) -> Callable[[], Any] | None:
-    if torch is None:
-        return None
-    tensor = torch.from_numpy(x)
-    seq, half = x.shape[1], x.shape[0] // 2
-    cos = torch.from_numpy(np.ascontiguousarray(rope.cos_cached[:, :seq, np.newaxis]))
-    sin = torch.from_numpy(np.ascontiguousarray(rope.sin_cached[:, :seq, np.newaxis]))
-
-    def rotate_half() -> Any:  # Hugging Face's rotate_half, on the head axis
-        return tensor * cos + torch.cat((-tensor[half:], tensor[:half]), dim=0) * sin
-
-    return rotate_half
+def _array(shape: tuple[int, ...], dtype: Any, order: str) -> np.ndarray:
+    x: np.ndarray = np.random.default_rng(0).standard_normal(shape).astype(dtype)
+    return x.copy(order="F") if order == "F" else x
 
 
-def _make(shape: tuple[int, ...], dtype: Any, order: str) -> np.ndarray:
-    x = np.random.default_rng(0).standard_normal(shape).astype(dtype)
-    return np.asarray(x, order=order)
-
-
-def _describe(shape: tuple[int, ...]) -> str:
-    return "×".join(map(str, shape))
-
-
-def rope_forward(shape: tuple[int, ...], dtype: Any, order: str, repeat: int) -> Row:
-    """``rope(x)`` against ``x.copy()``, the numpy formula and torch eager."""
-    rope = RoPE(shape[0], shape[1], T=np.float32)
-    x = _make(shape, dtype, order)
-    contenders: dict[str, Callable[[], object]] = {
-        "copy": lambda: x.copy(order="K"),
-        "ours": lambda: rope(x),
-        "numpy": lambda: _rope_numpy(rope)(x),
-    }
-    torch_call = _rope_torch(rope, x)
-    if torch_call is not None:
-        contenders["torch"] = torch_call
-    times = interleaved_medians(contenders, repeat)
-    return _row("rope(x)", shape, order, x, times, "x.copy()", "copy")
-
-
-def rope_out(shape: tuple[int, ...], dtype: Any, order: str, repeat: int, in_place: bool) -> Row:
-    """``rope(x, out=out)`` (or in place) against ``np.copyto(out, x)``."""
-    rope = RoPE(shape[0], shape[1])
-    x = _make(shape, dtype, order)
-    target = x.copy(order="K") if in_place else np.empty_like(x)
-    source = target if in_place else x
-    contenders: dict[str, Callable[[], object]] = {
-        "copyto": lambda: np.copyto(target, x),
-        "ours": lambda: rope(source, out=target),
-        "numpy": lambda: _rope_numpy(rope)(x),
-    }
-    times = interleaved_medians(contenders, repeat)
-    name = "rope(x, out=x)" if in_place else "rope(x, out=out)"
-    return _row(name, shape, order, x, times, "np.copyto", "copyto")
-
-
-def decode(repeat: int, with_out: bool) -> Row:
-    """One token of decoding, (128, 1, 32) float32: microseconds per call."""
-    rope = RoPE(128, 4096)
-    x = _make((128, 1, 32), np.float32, "C")
-    out = np.empty_like(x)
-    ours: Callable[[], object] = (lambda: rope(x, out=out)) if with_out else (lambda: rope(x))
-    contenders: dict[str, Callable[[], object]] = {
-        "copy": lambda: x.copy(),
-        "ours": ours,
-        "numpy": lambda: _rope_numpy(rope)(x),
-    }
-    torch_call = _rope_torch(rope, x)
-    if torch_call is not None:
-        contenders["torch"] = torch_call
-    times = interleaved_medians(contenders, repeat, inner=2000)
-    name = "decode rope(x, out=out)" if with_out else "decode rope(x)"
-    return _row(name, x.shape, "C", x, times, "x.copy()", "copy")
-
-
-def absolute_forward(shape: tuple[int, ...], order: str, repeat: int) -> Row:
-    """``pe(x)`` against ``x.copy()`` and the numpy formula."""
-    pe = AbsolutePE(shape[1], shape[0])
-    x = _make(shape, np.float32, order)
-    table = pe.embeddings[:, : shape[0]].T[:, :, np.newaxis]
-    contenders: dict[str, Callable[[], object]] = {
-        "copy": lambda: x.copy(order="K"),
-        "ours": lambda: pe(x),
-        "numpy": lambda: x + table,
-    }
-    if torch is not None:
-        tensor, embedded = torch.from_numpy(x), torch.from_numpy(np.ascontiguousarray(table))
-        contenders["torch"] = lambda: tensor + embedded
-    times = interleaved_medians(contenders, repeat)
-    return _row("pe(x)", shape, order, x, times, "x.copy()", "copy")
-
-
-def construction(name: str, build: Callable[[], object], repeat: int) -> Row:
-    times = interleaved_medians({"ours": build}, repeat)
-    return Row(name, "", "", "", times["ours"])
-
-
-def cold_start(warm: bool) -> Row:
-    """A fresh interpreter: import, RoPE(64, 128), one call; with or without Numba's cache."""
-    code = (
-        "import numpy as np; from positional_embeddings import RoPE; "
-        "RoPE(64, 128)(np.ones((64, 128, 8), np.float32))"
-    )
-    environment = {**os.environ, "PYTHONPATH": str(ROOT)}
-    with tempfile.TemporaryDirectory() as cache:
-        if not warm:
-            environment["NUMBA_CACHE_DIR"] = cache
-        else:
-            subprocess.run([sys.executable, "-c", code], env=environment, check=True)
-        start = time.perf_counter()
-        subprocess.run([sys.executable, "-c", code], env=environment, check=True)
-        seconds = time.perf_counter() - start
-    return Row("cold start, " + ("warm cache" if warm else "empty cache"), "", "", "", seconds)
-
-
-def _row(
-    name: str,
-    shape: tuple[int, ...],
-    order: str,
+def _measure(
+    group: str,
+    case: str,
     x: np.ndarray,
-    times: dict[str, float],
-    floor_name: str,
-    floor_key: str,
+    order: str,
+    contenders: dict[str, Callable[[], object] | None],
+    floor: str,
+    settings: Settings,
 ) -> Row:
-    ours = times["ours"]
-    traffic = 2 * x.nbytes
+    """Time ``contenders`` (keys ``ours``, ``floor``, ``numpy``, ``torch``;
+    None values are skipped) and make the row for input ``x``."""
+    present = {name: call for name, call in contenders.items() if call is not None}
+    times = interleaved_medians(present, settings.repeat, sample_seconds=settings.sample_seconds)
     return Row(
-        case=name,
-        shape=_describe(shape),
+        group=group,
+        case=case,
+        shape=x.shape,
         order=order,
         dtype=str(x.dtype),
-        seconds=ours,
-        gbps=traffic / ours / 1e9,
-        vs_floor=ours / times[floor_key],
-        floor=floor_name,
-        vs_numpy=ours / times["numpy"],
-        vs_torch=ours / times["torch"] if "torch" in times else None,
-        extra={"floor_seconds": times[floor_key]},
+        seconds=times["ours"],
+        floor=floor,
+        floor_seconds=times["floor"],
+        numpy_seconds=times.get("numpy"),
+        torch_seconds=times.get("torch"),
+        bytes_moved=2 * x.nbytes,
     )
 
 
-def all_cases(quick: bool, repeat: int) -> list[tuple[str, Callable[[], Row]]]:
-    """(name, run) for every case; ``quick`` shrinks every shape for a smoke run."""
+def rope_call(
+    settings: Settings, group: str, shape: tuple[int, ...], dtype: Any, order: str
+) -> Row:
+    """``rope(x)`` (group ``rope``), ``rope(x, out=out)`` (``rope-out``,
+    ``rope-in-cache``) or ``rope(x, out=x)`` (``rope-inplace``)."""
+    rope = RoPE(shape[0], shape[1], T=dtype)
+    x = _array(shape, dtype, order)
+    contenders: dict[str, Callable[[], object] | None] = {}
+    if group == "rope":
+        case, floor = "rope(x)", "x.copy()"
+        contenders |= {"floor": partial(x.copy, order="K"), "ours": partial(rope, x)}
+    elif group == "rope-inplace":
+        case, floor = "rope(x, out=x)", "np.copyto"
+        target = x.copy(order="K")
+        contenders |= {
+            "floor": partial(np.copyto, target, x),
+            "ours": partial(rope, target, out=target),
+        }
+    else:
+        case = "in-cache rope(x, out=out)" if group == "rope-in-cache" else "rope(x, out=out)"
+        floor = "np.copyto"
+        out = np.empty_like(x)
+        contenders |= {"floor": partial(np.copyto, out, x), "ours": partial(rope, x, out=out)}
+    contenders |= {"numpy": rope_numpy(rope, x), "torch": rope_torch(rope, x)}
+    return _measure(group, case, x, order, contenders, floor, settings)
 
-    def size(shape: tuple[int, ...]) -> tuple[int, ...]:
-        return tuple(min(n, 16) for n in shape) if quick else shape
 
-    sized = {
-        shape: size(shape)
-        for shape in [
-            (128, 2048, 128),
-            (128, 4096, 32),
-            (64, 2048, 256),
-            (64, 100, 256),
-            (128, 512, 32),
-            (100, 512, 32),
-            (4096, 512, 16),
-        ]
+def decode(settings: Settings, order: str, with_out: bool) -> Row:
+    """One token of decoding, ``(128, 1, 32)`` float32: microseconds per call."""
+    rope = RoPE(128, 4096)
+    x = _array((128, 1, 32), np.float32, order)
+    out = np.empty_like(x)
+    contenders: dict[str, Callable[[], object] | None] = {
+        "floor": partial(np.copyto, out, x) if with_out else partial(x.copy, order="K"),
+        "ours": partial(rope, x, out=out) if with_out else partial(rope, x),
+        "numpy": rope_numpy(rope, x),
+        "torch": rope_torch(rope, x),
     }
+    case = "decode rope(x, out=out)" if with_out else "decode rope(x)"
+    floor = "np.copyto" if with_out else "x.copy()"
+    return _measure("decode", case, x, order, contenders, floor, settings)
 
-    cases: list[tuple[str, Callable[[], Row]]] = []
-    for shape, dtype in [
-        ((128, 2048, 128), np.float32),
-        ((128, 2048, 128), np.float64),
-        ((128, 4096, 32), np.float32),
-        ((64, 2048, 256), np.float32),
-        ((64, 100, 256), np.float32),
-    ]:
-        for order in ("C", "F"):
-            cases.append(
-                ("rope", lambda s=sized[shape], d=dtype, o=order: rope_forward(s, d, o, repeat))
-            )
-    for order in ("C", "F"):
-        big = size((128, 2048, 128))
-        cases.append(("rope-out", lambda o=order, s=big: rope_out(s, np.float32, o, repeat, False)))
-        cases.append(
-            ("rope-inplace", lambda o=order, s=big: rope_out(s, np.float32, o, repeat, True))
-        )
-        cache_sized = size((128, 512, 32))
-        cases.append(
-            (
-                "rope-in-cache",
-                lambda o=order, s=cache_sized: rope_out(s, np.float32, o, repeat, False),
-            )
-        )
-    cases.append(("decode", lambda: decode(repeat, False)))
-    cases.append(("decode", lambda: decode(repeat, True)))
-    for shape in [(100, 512, 32), (4096, 512, 16)]:
-        for order in ("C", "F"):
-            cases.append(("pe", lambda s=sized[shape], o=order: absolute_forward(s, o, repeat)))
-    seq = 1024 if quick else 131072
+
+def pe_call(settings: Settings, shape: tuple[int, ...], order: str, with_out: bool) -> Row:
+    """``pe(x)`` (group ``pe``) or ``pe(x, out=out)`` (``pe-out``), float32."""
+    pe = AbsolutePE(shape[1], shape[0])
+    x = _array(shape, np.float32, order)
+    out = np.empty_like(x)
+    contenders: dict[str, Callable[[], object] | None] = {
+        "floor": partial(np.copyto, out, x) if with_out else partial(x.copy, order="K"),
+        "ours": partial(pe, x, out=out) if with_out else partial(pe, x),
+        "numpy": pe_numpy(pe, x),
+        "torch": pe_torch(pe, x),
+    }
+    group, case = ("pe-out", "pe(x, out=out)") if with_out else ("pe", "pe(x)")
+    floor = "np.copyto" if with_out else "x.copy()"
+    return _measure(group, case, x, order, contenders, floor, settings)
+
+
+def table_construction(settings: Settings, kind: str, size: int, length: int) -> Row:
+    """``RoPE(size, length)`` or ``AbsolutePE(size, length)`` against numpy's tables."""
+    build: Callable[[], object]
+    formula: Callable[[], object]
+    if kind == "RoPE":
+        build, formula = partial(RoPE, size, length), partial(rope_tables_numpy, size, length)
+    else:
+        build = partial(AbsolutePE, size, length)
+        formula = partial(absolute_table_numpy, size, length)
+    times = interleaved_medians({"ours": build, "numpy": formula}, settings.repeat)
+    return Row(
+        group="tables",
+        case=f"{kind}({size}, {length})",
+        shape=(size, length),
+        order="",
+        dtype="float32",
+        seconds=times["ours"],
+        numpy_seconds=times["numpy"],
+    )
+
+
+def _python(code: str, environment: dict[str, str]) -> None:
+    subprocess.run(
+        [sys.executable, "-c", code], env=environment, check=True, stdout=subprocess.DEVNULL
+    )
+
+
+def _with_empty_cache(code: str, environment: dict[str, str]) -> None:
+    with tempfile.TemporaryDirectory(prefix="numba-cache-") as cache:
+        _python(code, {**environment, "NUMBA_CACHE_DIR": cache})
+
+
+def cold_start(settings: Settings, warm: bool) -> Row:
+    """A fresh interpreter: import, ``RoPE(64, 128)``, one call, timed end to end.
+
+    Warm: Numba's cache where this environment keeps it, filled by an
+    untimed first run.  Empty: a new ``NUMBA_CACHE_DIR`` for every run, so
+    everything compiles.  The floor is a fresh interpreter importing numpy
+    and numba only.
+    """
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    environment = {**os.environ, "PYTHONPATH": path}
+    ours = partial(_python if warm else _with_empty_cache, COLD_START_CODE, environment)
+    times = interleaved_medians(
+        {"ours": ours, "floor": partial(_python, IMPORT_FLOOR_CODE, environment)},
+        min(settings.repeat, 5) if warm else 1,
+        warmup=warm,
+    )
+    return Row(
+        group="cold-start",
+        case="cold start, " + ("warm cache" if warm else "empty cache"),
+        shape=(),
+        order="",
+        dtype="",
+        seconds=times["ours"],
+        floor="import numba",
+        floor_seconds=times["floor"],
+    )
+
+
+def all_cases(quick: bool) -> list[Case]:
+    """Every row of the table, in order; ``quick`` shrinks every size for a smoke run.
+
+    The full sizes: LLaMA-like ``(128, 4096, 32)`` and ``(64, 2048, 256)``,
+    the Julia docs' ``(64, 100, 256)``, a large ``(128, 2048, 128)`` (128 MB
+    in float32, 256 MB in float64), an in-cache ``(128, 512, 32)``, the
+    decoding step ``(128, 1, 32)``, AbsolutePE on the Julia docs'
+    ``(100, 512, 32)`` and on ``(4096, 512, 16)``.  Without ``quick``, the
+    cold start also runs with an empty cache (compiling everything).
+    """
+
+    def size(full: tuple[int, ...], small: tuple[int, ...]) -> tuple[int, ...]:
+        return small if quick else full
+
+    large = size((128, 2048, 128), (128, 32, 8))
+    rope_rows: list[tuple[str, tuple[int, ...], Any]] = [
+        ("rope", size((128, 4096, 32), (128, 64, 4)), np.float32),
+        ("rope", size((64, 2048, 256), (64, 32, 16)), np.float32),
+        ("rope", size((64, 100, 256), (64, 10, 16)), np.float32),
+        ("rope", large, np.float32),
+        ("rope", large, np.float64),
+        ("rope-out", large, np.float32),
+        ("rope-inplace", large, np.float32),
+        ("rope-in-cache", size((128, 512, 32), (128, 16, 4)), np.float32),
+    ]
+    cases = [
+        Case(group, partial(rope_call, group=group, shape=shape, dtype=dtype, order=order))
+        for group, shape, dtype in rope_rows
+        for order in "CF"
+    ]
+    cases += [
+        Case("decode", partial(decode, order=order, with_out=with_out))
+        for with_out in (False, True)
+        for order in "CF"
+    ]
+    absolute = size((4096, 512, 16), (64, 512, 2))
+    pe_rows = [("pe", size((100, 512, 32), (10, 512, 4))), ("pe", absolute), ("pe-out", absolute)]
+    cases += [
+        Case(group, partial(pe_call, shape=shape, order=order, with_out=group == "pe-out"))
+        for group, shape in pe_rows
+        for order in "CF"
+    ]
+    rope_length, absolute_length = (1024, 64) if quick else (131_072, 8192)
     cases.append(
-        ("tables", lambda: construction(f"RoPE(128, {seq})", lambda: RoPE(128, seq), repeat))
+        Case("tables", partial(table_construction, kind="RoPE", size=128, length=rope_length))
     )
     cases.append(
-        (
+        Case(
             "tables",
-            lambda: construction(
-                f"AbsolutePE(512, {seq // 16})", lambda: AbsolutePE(512, seq // 16), repeat
-            ),
+            partial(table_construction, kind="AbsolutePE", size=512, length=absolute_length),
         )
     )
+    cases.append(Case("cold-start", partial(cold_start, warm=True)))
     if not quick:
-        cases.append(("cold-start", lambda: cold_start(True)))
-        cases.append(("cold-start", lambda: cold_start(False)))
+        cases.append(Case("cold-start", partial(cold_start, warm=False)))
     return cases

@@ -5,32 +5,72 @@ from __future__ import annotations
 import gc
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 __all__ = ["interleaved_medians"]
 
 
-def interleaved_medians(
-    contenders: dict[str, Callable[[], object]], repeat: int, inner: int = 1
-) -> dict[str, float]:
-    """Median seconds per call of each contender.
+def _calls_per_sample(function: Callable[[], object], sample_seconds: float) -> int:
+    """How many calls of ``function`` fill about ``sample_seconds`` (one timed call)."""
+    start = time.perf_counter()
+    function()
+    once = time.perf_counter() - start
+    return max(1, min(100_000, round(sample_seconds / max(once, 1e-9))))
 
-    Each repetition runs every contender once (``inner`` calls, averaged), in
-    turn, so that a noisy moment of the machine hits them all alike.  One
-    warm-up round first (compilation, page faults of reused buffers).
+
+def interleaved_medians(
+    contenders: Mapping[str, Callable[[], object]],
+    repeat: int,
+    *,
+    sample_seconds: float = 0.0,
+    warmup: bool = True,
+) -> dict[str, float]:
+    """Median seconds per call of each contender, measured in turn.
+
+    Each repetition runs every contender once, one after the other, so that
+    a noisy moment of the machine hits them all alike; the order rotates
+    from one repetition to the next, so that no contender always follows the
+    same one (whose cache or memory traffic it would inherit).
+
+    Parameters
+    ----------
+    contenders : mapping of str to callable
+        Name to a function of no arguments; its result is dropped.
+    repeat : int
+        Number of repetitions (samples per contender, >= 1).
+    sample_seconds : float, default 0.0
+        A sample of a contender faster than this is the mean of as many
+        back-to-back calls as fill it (calibrated by one timed call); 0 for
+        one call per sample.
+    warmup : bool, default True
+        Call every contender once, untimed, before anything else
+        (compilation, page faults of reused buffers, a cache to fill).
+
+    Returns
+    -------
+    dict of str to float
+        Median seconds per call, by contender name.
     """
-    for function in contenders.values():
-        function()
-    samples: dict[str, list[float]] = {name: [] for name in contenders}
+    if warmup:
+        for function in contenders.values():
+            function()
+    inner = {
+        name: _calls_per_sample(function, sample_seconds) if sample_seconds > 0 else 1
+        for name, function in contenders.items()
+    }
+    names = list(contenders)
+    samples: dict[str, list[float]] = {name: [] for name in names}
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        for _ in range(repeat):
-            for name, function in contenders.items():
+        for repetition in range(repeat):
+            turn = repetition % len(names)
+            for name in names[turn:] + names[:turn]:
+                function, calls = contenders[name], inner[name]
                 start = time.perf_counter()
-                for _ in range(inner):
+                for _ in range(calls):
                     function()
-                samples[name].append((time.perf_counter() - start) / inner)
+                samples[name].append((time.perf_counter() - start) / calls)
     finally:
         if gc_was_enabled:
             gc.enable()

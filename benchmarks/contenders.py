@@ -1,0 +1,113 @@
+"""What the package is measured against: the numpy formulas and torch eager.
+
+None of these is bit-exact with Julia; they are the code a user would write
+instead, and only their speed matters here.  torch is optional: ``torch`` is
+``None`` when it does not import, and every torch contender is then ``None``.
+
+torch's OpenMP threads are told to sleep when idle (``OMP_WAIT_POLICY``,
+unless set already): spinning, they would take a CPU from whichever
+contender runs next, on a machine with few CPUs.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from positional_embeddings import AbsolutePE, RoPE
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+try:
+    import torch
+except ImportError:
+    torch = None
+
+__all__ = [
+    "absolute_table_numpy",
+    "neg_half_numpy",
+    "pe_numpy",
+    "pe_torch",
+    "rope_numpy",
+    "rope_tables_numpy",
+    "rope_torch",
+    "torch",
+]
+
+
+def neg_half_numpy(x: np.ndarray) -> np.ndarray:
+    """Julia's ``neg_half`` on the first axis: ``[-x2; x1]`` for halves ``x1, x2``."""
+    half = x.shape[0] // 2
+    return np.concatenate((-x[half:], x[:half]), axis=0)
+
+
+def rope_numpy(rope: RoPE, x: np.ndarray) -> Callable[[], np.ndarray]:
+    """``x * cos + neg_half(x) * sin``, the tables broadcast over the third axis."""
+    seq = x.shape[1]
+    cos = rope.cos_cached[:, :seq, np.newaxis]
+    sin = rope.sin_cached[:, :seq, np.newaxis]
+    return lambda: x * cos + neg_half_numpy(x) * sin
+
+
+def rope_torch(rope: RoPE, x: np.ndarray) -> Callable[[], Any] | None:
+    """Hugging Face's eager RoPE on a tensor sharing ``x``'s memory.
+
+    ``x * cos + rotate_half(x) * sin`` with ``rotate_half(x) = cat((-x2, x1))``
+    on the head axis (axis 0 in this layout), the tables cast to ``x``'s
+    dtype as Hugging Face does.
+    """
+    if torch is None:
+        return None
+    tensor = torch.from_numpy(x)
+    seq, half = x.shape[1], x.shape[0] // 2
+    cos = torch.from_numpy(rope.cos_cached[:, :seq, np.newaxis].astype(x.dtype))
+    sin = torch.from_numpy(rope.sin_cached[:, :seq, np.newaxis].astype(x.dtype))
+
+    def rotate_half() -> Any:
+        return torch.cat((-tensor[half:], tensor[:half]), dim=0)
+
+    return lambda: tensor * cos + rotate_half() * sin
+
+
+def _absolute_slice(pe: AbsolutePE, x: np.ndarray) -> np.ndarray:
+    return pe.embeddings[:, : x.shape[0]].T[:, :, np.newaxis]
+
+
+def pe_numpy(pe: AbsolutePE, x: np.ndarray) -> Callable[[], np.ndarray]:
+    """``x + embeddings[:, :seq].T``, broadcast over the batch axis."""
+    table = _absolute_slice(pe, x)
+    return lambda: x + table
+
+
+def pe_torch(pe: AbsolutePE, x: np.ndarray) -> Callable[[], Any] | None:
+    """The same sum in torch eager, on a tensor sharing ``x``'s memory."""
+    if torch is None:
+        return None
+    tensor = torch.from_numpy(x)
+    table = torch.from_numpy(_absolute_slice(pe, x).astype(x.dtype))
+    return lambda: tensor + table
+
+
+def _angles(dim: int, seq_len: int, base: float) -> np.ndarray:
+    theta = 1.0 / base ** (np.arange(0, dim, 2) / dim)
+    return np.outer(theta, np.arange(seq_len))
+
+
+def rope_tables_numpy(
+    head_size: int, seq_len: int, base: float = 10_000, dtype: Any = np.float32
+) -> tuple[np.ndarray, np.ndarray]:
+    """RoPE's (cos, sin) tables, ``(head_size, seq_len)``, with numpy's ``cos``/``sin``."""
+    angles = _angles(head_size, seq_len, base)
+    doubled = np.concatenate((angles, angles), axis=0)
+    return np.cos(doubled).astype(dtype), np.sin(doubled).astype(dtype)
+
+
+def absolute_table_numpy(embedding_size: int, max_length: int, base: float = 10_000) -> np.ndarray:
+    """AbsolutePE's float32 table: sin on even rows, cos on odd rows."""
+    angles = _angles(embedding_size, max_length, base)
+    table = np.empty((embedding_size, max_length), dtype=np.float32)
+    table[0::2] = np.sin(angles)
+    table[1::2] = np.cos(angles)
+    return table

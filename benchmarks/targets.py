@@ -1,0 +1,140 @@
+"""The project's performance targets, checked against the rows of a full-size run."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from .cases import Row
+
+__all__ = ["JULIA_SECONDS", "TARGETS", "Outcome", "Target", "check_targets", "describe"]
+
+JULIA_SECONDS = {
+    "rope(x) 128×2048×128 float32": 264e-3,
+    "decode rope(x) 128×1×32 float32": 19e-6,
+    "pe(x) 4096×512×16 float32": 140e-3,
+}
+"""PositionalEmbeddings.jl's own times on the development machine (Julia 1.10)."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """One target: which rows it judges and how.
+
+    Attributes
+    ----------
+    name : str
+        The target as the project states it.
+    applies : callable
+        Whether a row is judged by this target.
+    judge : callable
+        A row to (what was measured, as text; whether the target is met).
+    """
+
+    name: str
+    applies: Callable[[Row], bool]
+    judge: Callable[[Row], tuple[str, bool]]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A target's verdict on one row."""
+
+    target: str
+    row: str
+    measured: str
+    met: bool
+
+
+def _shape(row: Row) -> str:
+    return "×".join(map(str, row.shape))
+
+
+def describe(row: Row) -> str:
+    """The row as ``case shape order dtype`` (empty fields left out)."""
+    return " ".join(part for part in (row.case, _shape(row), row.order, row.dtype) if part)
+
+
+def _ratio_at_most(limit: float) -> Callable[[Row], tuple[str, bool]]:
+    def judge(row: Row) -> tuple[str, bool]:
+        ratio = row.vs_floor if row.vs_floor is not None else float("inf")
+        return f"{ratio:.2f}×", ratio <= limit
+
+    return judge
+
+
+def _throughput_at_least(factor: float) -> Callable[[Row], tuple[str, bool]]:
+    def judge(row: Row) -> tuple[str, bool]:
+        speed = 1 / row.vs_floor if row.vs_floor else 0.0
+        floor_gbps = row.bytes_moved / row.floor_seconds / 1e9 if row.floor_seconds else 0.0
+        return f"{row.gbps or 0:.1f} GB/s vs {floor_gbps:.1f} GB/s ({speed:.2f}×)", speed >= factor
+
+    return judge
+
+
+def _seconds_at_most(limit: float) -> Callable[[Row], tuple[str, bool]]:
+    def judge(row: Row) -> tuple[str, bool]:
+        seconds = row.seconds
+        text = f"{seconds * 1e6:.2f} µs" if limit < 1e-3 else f"{seconds * 1e3:.1f} ms"
+        return text, seconds <= limit
+
+    return judge
+
+
+def _ten_times_julia(row: Row) -> tuple[str, bool]:
+    julia = JULIA_SECONDS[f"{row.case} {_shape(row)} {row.dtype}"]
+    unit, scale = ("µs", 1e6) if julia < 1e-3 else ("ms", 1e3)
+    text = f"{julia / row.seconds:.2f}× faster than Julia's {julia * scale:.0f} {unit}"
+    return text, row.seconds * 10 <= julia
+
+
+TARGETS = (
+    Target(
+        "allocating rope/pe ≤ 1.15× x.copy()",
+        lambda row: row.group in ("rope", "pe"),
+        _ratio_at_most(1.15),
+    ),
+    Target(
+        "out= ≤ 1.15× np.copyto",
+        lambda row: row.group in ("rope-out", "pe-out"),
+        _ratio_at_most(1.15),
+    ),
+    Target(
+        "in place ≤ 1.10× np.copyto",
+        lambda row: row.group == "rope-inplace",
+        _ratio_at_most(1.10),
+    ),
+    Target(
+        "in-cache out= ≥ 1.3× np.copyto throughput",
+        lambda row: row.group == "rope-in-cache",
+        _throughput_at_least(1.3),
+    ),
+    Target("decode ≤ 2 µs", lambda row: row.group == "decode", _seconds_at_most(2e-6)),
+    Target(
+        "RoPE(128, 131072) ≤ 100 ms",
+        lambda row: row.case == "RoPE(128, 131072)",
+        _seconds_at_most(0.1),
+    ),
+    Target(
+        "cold start, warm cache ≤ 1.0 s",
+        lambda row: row.case == "cold start, warm cache",
+        _seconds_at_most(1.0),
+    ),
+    Target(
+        "≥ 10× faster than PositionalEmbeddings.jl on this machine",
+        lambda row: f"{row.case} {_shape(row)} {row.dtype}" in JULIA_SECONDS,
+        _ten_times_julia,
+    ),
+)
+"""Every target, in the order the report lists them."""
+
+
+def check_targets(rows: Iterable[Row]) -> list[Outcome]:
+    """Every target's verdict on every row it applies to, target by target."""
+    rows = list(rows)
+    return [
+        Outcome(target.name, describe(row), *target.judge(row))
+        for target in TARGETS
+        for row in rows
+        if target.applies(row)
+    ]
