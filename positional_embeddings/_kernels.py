@@ -293,27 +293,45 @@ def _pass_through(value, out):  # type: ignore[no-untyped-def]
 
 
 @numba.njit(**JIT)
+def _rows(start, stop, width):  # type: ignore[no-untyped-def]
+    """The rows ``r`` met by the flat range ``start .. stop`` of a (rows, width) grid."""
+    return range(start // width, (stop + width - 1) // width)
+
+
+@numba.njit(**JIT)
+def _columns(start, stop, width, row):  # type: ignore[no-untyped-def]
+    """The columns of ``row`` inside the flat range ``start .. stop`` of a (rows, width) grid.
+
+    Kernels walk a flat range of outer-loop units as nested loops (row, then
+    column) rather than by ``divmod`` of a flat index: the compiler then
+    checks the arrays for overlap once per row instead of once per column,
+    which is most of the cost of a short innermost loop.
+    """
+    return range(max(start - row * width, 0), min(stop - row * width, width))
+
+
+@numba.njit(**JIT)
 def _rope_inner_head(x, out, cos, sin, pairing, positions, start, stop):  # type: ignore[no-untyped-def]
     """RoPE with the head axis innermost (F order); outer range over (batch, seq)."""
     head, seq, _ = x.shape
     half = head // 2
     last = head - 1
-    for j in range(start, stop):
-        b, s = divmod(j, seq)
-        p = _position(positions, s, b)
-        for i in range(half):
-            h1, h2 = _pair(i, half, pairing)
-            out[h1, s, b], out[h2, s, b] = _rotate(
-                _load(x[h1, s, b]),
-                _load(x[h2, s, b]),
-                cos[h1, p],
-                sin[h1, p],
-                cos[h2, p],
-                sin[h2, p],
-                out,
-            )
-        if head % 2:
-            out[last, s, b] = _pass_through(x[last, s, b], out)
+    for b in _rows(start, stop, seq):
+        for s in _columns(start, stop, seq, b):
+            p = _position(positions, s, b)
+            for i in range(half):
+                h1, h2 = _pair(i, half, pairing)
+                out[h1, s, b], out[h2, s, b] = _rotate(
+                    _load(x[h1, s, b]),
+                    _load(x[h2, s, b]),
+                    cos[h1, p],
+                    sin[h1, p],
+                    cos[h2, p],
+                    sin[h2, p],
+                    out,
+                )
+            if head % 2:
+                out[last, s, b] = _pass_through(x[last, s, b], out)
 
 
 @numba.njit(**JIT)
@@ -392,10 +410,11 @@ def rope_forward(
 
 def rope_direct(
     x: np.ndarray, out: np.ndarray, cos: np.ndarray, sin: np.ndarray, pairing: int | None
-) -> Callable[[np.ndarray, np.ndarray, int], None] | None:
-    """A direct call of the compiled loop ``rope_forward`` ran for arrays like
-    ``x`` and ``out``, taking (x, out, offset); None where that call needs
-    threads or has not been compiled yet.
+) -> tuple[Callable[..., None], int] | None:
+    """The compiled loop ``rope_forward`` ran for arrays like ``x`` and ``out``,
+    as ``(entry, length)``: ``entry(x, out, cos, sin, pairing, offset, 0,
+    length)`` is that call for any arrays of the same types.  None where the
+    call needs threads or has not been compiled yet.
 
     Repeated small calls (decoding one token at a time) then skip the loop
     choice and Numba's type dispatch.
@@ -409,24 +428,18 @@ def rope_direct(
         kernel, length = _rope_inner_head, seq * batch
     arguments = (x, out, cos, sin, pairing, 0, 0, length)
     compiled = kernel.overloads.get(tuple(kernel.typeof_pyval(a) for a in arguments))
-    if compiled is None:
-        return None
-    entry = compiled.entry_point
-
-    def direct(x: np.ndarray, out: np.ndarray, offset: int) -> None:
-        entry(x, out, cos, sin, pairing, offset, 0, length)
-
-    return direct
+    return None if compiled is None else (compiled.entry_point, length)
 
 
 @numba.njit(**JIT)
 def _absolute_inner_seq(x, out, embeddings, offset, start, stop):  # type: ignore[no-untyped-def]
     """AbsolutePE with the seq axis innermost (Julia's order); outer range over (batch, channel)."""
     seq, channels, _ = x.shape
-    for j in range(start, stop):
-        b, c = divmod(j, channels)
-        for s in range(seq):
-            out[s, c, b] = _add(_load(x[s, c, b]), embeddings[c, s + offset], out)
+    for b in _rows(start, stop, channels):
+        for c in _columns(start, stop, channels, b):
+            row = embeddings[c, offset : offset + seq]  # indexed from 0: vectorises
+            for s in range(seq):
+                out[s, c, b] = _add(_load(x[s, c, b]), row[s], out)
 
 
 @numba.njit(**JIT)
@@ -434,21 +447,23 @@ def _absolute_inner_channel(x, out, embeddings, offset, start, stop):  # type: i
     """AbsolutePE with the channel axis innermost (batch-first C order);
     outer range over (batch, seq)."""
     seq, channels, _ = x.shape
-    for j in range(start, stop):
-        b, s = divmod(j, seq)
-        for c in range(channels):
-            out[s, c, b] = _add(_load(x[s, c, b]), embeddings[c, s + offset], out)
+    for b in _rows(start, stop, seq):
+        for s in _columns(start, stop, seq, b):
+            column = embeddings[:, s + offset]
+            for c in range(channels):
+                out[s, c, b] = _add(_load(x[s, c, b]), column[c], out)
 
 
 @numba.njit(**JIT)
 def _absolute_inner_batch(x, out, embeddings, offset, start, stop):  # type: ignore[no-untyped-def]
     """AbsolutePE with the batch axis innermost (C order); outer range over (seq, channel)."""
     _, channels, batch = x.shape
-    for j in range(start, stop):
-        s, c = divmod(j, channels)
-        e = embeddings[c, s + offset]
-        for b in range(batch):
-            out[s, c, b] = _add(_load(x[s, c, b]), e, out)
+    for s in _rows(start, stop, channels):
+        column = embeddings[:, s + offset]
+        for c in _columns(start, stop, channels, s):
+            e = column[c]
+            for b in range(batch):
+                out[s, c, b] = _add(_load(x[s, c, b]), e, out)
 
 
 def absolute_forward(x: np.ndarray, out: np.ndarray, embeddings: np.ndarray, offset: int) -> None:
