@@ -6,7 +6,8 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from positional_embeddings import AbsolutePE, RoPE
+from positional_embeddings import AbsolutePE, RoPE, _parallel
 
 from .contenders import (
     absolute_table_numpy,
@@ -35,6 +36,7 @@ GROUPS = (
     "rope-out",
     "rope-inplace",
     "rope-in-cache",
+    "threads",
     "decode",
     "pe",
     "pe-out",
@@ -207,6 +209,37 @@ def rope_call(
     return _measure(group, case, x, order, contenders, floor, settings)
 
 
+@contextmanager
+def _split_over(threads: int) -> Iterator[None]:
+    """Every call split over exactly ``threads`` threads (1: never), whatever its size."""
+    saved = _parallel._threads, _parallel.MIN_BYTES_PER_THREAD
+    _parallel._threads = threads
+    _parallel.MIN_BYTES_PER_THREAD = 1 if threads > 1 else sys.maxsize
+    try:
+        yield
+    finally:
+        _parallel._threads, _parallel.MIN_BYTES_PER_THREAD = saved
+
+
+def thread_split(settings: Settings, shape: tuple[int, ...], threads: int) -> Row:
+    """``rope(x, out=out)``, C order, float32, split over ``threads`` threads
+    whatever the size: where splitting starts to pay (``MIN_BYTES_PER_THREAD``)."""
+    rope = RoPE(shape[0], shape[1])
+    x = _array(shape, np.float32, "C")
+    out = np.empty_like(x)
+
+    def call() -> None:
+        with _split_over(threads):
+            rope(x, out=out)
+
+    contenders: dict[str, Callable[[], object] | None] = {
+        "floor": partial(np.copyto, out, x),
+        "ours": call,
+    }
+    case = f"rope(x, out=out), {threads} thread" + ("s" if threads > 1 else "")
+    return _measure("threads", case, x, "C", contenders, "np.copyto", settings)
+
+
 def decode(settings: Settings, order: str, with_out: bool) -> Row:
     """One token of decoding, ``(128, 1, 32)`` float32: microseconds per call."""
     rope = RoPE(128, 4096)
@@ -305,7 +338,8 @@ def all_cases(quick: bool) -> list[Case]:
     The full sizes: LLaMA-like ``(128, 4096, 32)`` and ``(64, 2048, 256)``,
     the Julia docs' ``(64, 100, 256)``, a large ``(128, 2048, 128)`` (128 MB
     in float32, 256 MB in float64), an in-cache ``(128, 512, 32)``, the
-    decoding step ``(128, 1, 32)``, AbsolutePE on the Julia docs'
+    decoding step ``(128, 1, 32)``, a call split over one and over two
+    threads at 4, 8 and 16 MB ``(128, n, 32)``, AbsolutePE on the Julia docs'
     ``(100, 512, 32)`` and on ``(4096, 512, 16)``.  Without ``quick``, the
     cold start also runs with an empty cache (compiling everything).
     """
@@ -328,6 +362,11 @@ def all_cases(quick: bool) -> list[Case]:
         Case(group, partial(rope_call, group=group, shape=shape, dtype=dtype, order=order))
         for group, shape, dtype in rope_rows
         for order in "CF"
+    ]
+    cases += [
+        Case("threads", partial(thread_split, shape=(128, length, 32), threads=threads))
+        for length in ((8, 16) if quick else (256, 512, 1024))
+        for threads in (1, 2)
     ]
     cases += [
         Case("decode", partial(decode, order=order, with_out=with_out))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -199,7 +199,7 @@ class RoPE:
             table.astype(np.float32) if table.dtype == np.float16 else table for table in (cos, sin)
         )
         self._backward_sin: np.ndarray | None = None
-        self._direct: dict[tuple[Any, ...], tuple[np.dtype, tuple[int, ...], Any]] = {}
+        self._direct: dict[tuple[Any, ...], tuple[Any, ...]] = {}
 
     def __call__(
         self,
@@ -249,15 +249,16 @@ class RoPE:
         """
         if positions is None and type(x) is np.ndarray and type(offset) is int:
             direct = self._direct.get((x.shape, x.strides, x.dtype))
-            if direct is not None and 0 <= offset <= self.cos_cached.shape[1] - x.shape[1]:
-                dtype, strides, run = direct
-                if out is None:
-                    y = np.empty_like(x, dtype, "K")
-                    run(x, y, offset)
-                    return y
-                if _fits(out, x, dtype, strides):
-                    run(x, out, offset)
-                    return out
+            if direct is not None:
+                order, dtype, layout, last, entry, cos, sin, pairing, length = direct
+                if 0 <= offset <= last:
+                    if out is None:
+                        y = np.empty(x.shape, dtype, order)
+                        entry(x, y, cos, sin, pairing, offset, 0, length)
+                        return y
+                    if _fits(out, x, layout):
+                        entry(x, out, cos, sin, pairing, offset, 0, length)
+                        return out
         return self._apply(x, out, offset, positions, self._kernel_tables, remember=True)
 
     def backward(
@@ -318,22 +319,37 @@ class RoPE:
                 f"Head dimension must match, expected {self.head_size}, got {head_size}"
             )
         where = resolve_positions(seq_len, x.shape[1:], self.cos_cached.shape[1], offset, positions)
-        allocated = out is None
         out = output_for(x, promote(x.dtype, self.cos_cached.dtype), out)
         if isinstance(where, np.ndarray) and where.ndim > 1:
             return run_forward(rope_forward, x, out, *tables, self._pairing, columns=where)
         run_forward(rope_forward, x, out, *tables, self._pairing, where)
         if remember and x.ndim == 3 and np.float16 not in (x.dtype, out.dtype):
-            if allocated or out.strides == np.empty_like(x, out.dtype, "K").strides:
-                self._remember(x, out, tables)
+            self._remember(x, out, tables)
         return out
 
     def _remember(self, x: np.ndarray, out: np.ndarray, tables: tuple[np.ndarray, ...]) -> None:
+        """Keep the direct call for inputs like ``x`` when ``out`` is laid out as
+        a new output would be (``np.empty`` in C or F order, ``x``'s order)."""
+        order: Literal["C", "F"] = "C" if out.flags.c_contiguous else "F"
+        if out.strides != np.empty(x.shape, out.dtype, order).strides:
+            return
+        if out.strides != np.empty_like(x, out.dtype, "K").strides:
+            return
         direct = rope_direct(x, out, tables[0], tables[1], self._pairing)
         if direct is not None:
             if len(self._direct) >= 64:  # many shapes in turn: keep the cache small
                 self._direct.clear()
-            self._direct[(x.shape, x.strides, x.dtype)] = (out.dtype, out.strides, direct)
+            last = self.cos_cached.shape[1] - x.shape[1]
+            self._direct[(x.shape, x.strides, x.dtype)] = (
+                order,
+                out.dtype,
+                (x.shape, out.strides, out.dtype),
+                last,
+                direct[0],
+                *tables,
+                self._pairing,
+                direct[1],
+            )
 
     def __repr__(self) -> str:
         pairing = ", interleaved=True" if self.interleaved else ""
@@ -343,16 +359,15 @@ class RoPE:
         )
 
 
-def _fits(out: Any, x: np.ndarray, dtype: np.dtype, strides: tuple[int, ...]) -> bool:
+def _fits(out: Any, x: np.ndarray, layout: tuple[Any, ...]) -> bool:
     """Whether ``out`` is exactly the kind of array a remembered direct call
-    writes (what ``output_for`` would check, for that one layout)."""
+    writes: ``layout`` is its (shape, strides, dtype); writeable and aligned
+    (``behaved``); ``x`` itself or no overlap with it (what ``output_for``
+    would check, for that one layout)."""
     return (
         type(out) is np.ndarray
-        and out.shape == x.shape
-        and out.dtype == dtype
-        and out.strides == strides
-        and out.flags.writeable
-        and out.flags.aligned
+        and (out.shape, out.strides, out.dtype) == layout
+        and out.flags.behaved
         and (out is x or not np.may_share_memory(x, out))
     )
 
