@@ -287,6 +287,14 @@ def _rotate(x1, x2, c1, s1, c2, s2, out):  # type: ignore[no-untyped-def]
 
 
 @numba.njit(**JIT)
+def _rotate_pair(x, out, cos, sin, h1, h2, s, b, p):  # type: ignore[no-untyped-def]
+    """Rotate channels ``h1, h2`` of column ``x[:, s, b]`` with the tables at position ``p``."""
+    out[h1, s, b], out[h2, s, b] = _rotate(
+        _load(x[h1, s, b]), _load(x[h2, s, b]), cos[h1, p], sin[h1, p], cos[h2, p], sin[h2, p], out
+    )
+
+
+@numba.njit(**JIT)
 def _pass_through(value, out):  # type: ignore[no-untyped-def]
     """The unpaired last channel of an odd interleaved head, unchanged but promoted."""
     return _store(_cvt(_load(value), out), out)
@@ -321,15 +329,7 @@ def _rope_inner_head(x, out, cos, sin, pairing, positions, start, stop):  # type
             p = _position(positions, s, b)
             for i in range(half):
                 h1, h2 = _pair(i, half, pairing)
-                out[h1, s, b], out[h2, s, b] = _rotate(
-                    _load(x[h1, s, b]),
-                    _load(x[h2, s, b]),
-                    cos[h1, p],
-                    sin[h1, p],
-                    cos[h2, p],
-                    sin[h2, p],
-                    out,
-                )
+                _rotate_pair(x, out, cos, sin, h1, h2, s, b, p)
             if head % 2:
                 out[last, s, b] = _pass_through(x[last, s, b], out)
 
@@ -352,15 +352,7 @@ def _rope_inner_batch(x, out, cos, sin, pairing, positions, start, stop):  # typ
             if _per_column(positions):
                 for b in range(batch):
                     p = _position(positions, s, b)
-                    out[h1, s, b], out[h2, s, b] = _rotate(
-                        _load(x[h1, s, b]),
-                        _load(x[h2, s, b]),
-                        cos[h1, p],
-                        sin[h1, p],
-                        cos[h2, p],
-                        sin[h2, p],
-                        out,
-                    )
+                    _rotate_pair(x, out, cos, sin, h1, h2, s, b, p)
             else:
                 p = _position(positions, s, 0)
                 c1, s1, c2, s2 = cos[h1, p], sin[h1, p], cos[h2, p], sin[h2, p]
