@@ -240,19 +240,24 @@ def thread_split(settings: Settings, shape: tuple[int, ...], threads: int) -> Ro
     return _measure("threads", case, x, "C", contenders, "np.copyto", settings)
 
 
+def _plain_call(
+    layer: Callable[..., object], x: np.ndarray, with_out: bool
+) -> tuple[dict[str, Callable[[], object] | None], str]:
+    """The package's ``layer(x)`` or ``layer(x, out=out)`` and its floor, with the floor's name."""
+    if with_out:
+        out = np.empty_like(x)
+        calls = {"floor": partial(np.copyto, out, x), "ours": partial(layer, x, out=out)}
+        return calls, "np.copyto"
+    return {"floor": partial(x.copy, order="K"), "ours": partial(layer, x)}, "x.copy()"
+
+
 def decode(settings: Settings, order: str, with_out: bool) -> Row:
     """One token of decoding, ``(128, 1, 32)`` float32: microseconds per call."""
     rope = RoPE(128, 4096)
     x = _array((128, 1, 32), np.float32, order)
-    out = np.empty_like(x)
-    contenders: dict[str, Callable[[], object] | None] = {
-        "floor": partial(np.copyto, out, x) if with_out else partial(x.copy, order="K"),
-        "ours": partial(rope, x, out=out) if with_out else partial(rope, x),
-        "numpy": rope_numpy(rope, x),
-        "torch": rope_torch(rope, x),
-    }
+    contenders, floor = _plain_call(rope, x, with_out)
+    contenders |= {"numpy": rope_numpy(rope, x), "torch": rope_torch(rope, x)}
     case = "decode rope(x, out=out)" if with_out else "decode rope(x)"
-    floor = "np.copyto" if with_out else "x.copy()"
     return _measure("decode", case, x, order, contenders, floor, settings)
 
 
@@ -260,15 +265,9 @@ def pe_call(settings: Settings, shape: tuple[int, ...], order: str, with_out: bo
     """``pe(x)`` (group ``pe``) or ``pe(x, out=out)`` (``pe-out``), float32."""
     pe = AbsolutePE(shape[1], shape[0])
     x = _array(shape, np.float32, order)
-    out = np.empty_like(x)
-    contenders: dict[str, Callable[[], object] | None] = {
-        "floor": partial(np.copyto, out, x) if with_out else partial(x.copy, order="K"),
-        "ours": partial(pe, x, out=out) if with_out else partial(pe, x),
-        "numpy": pe_numpy(pe, x),
-        "torch": pe_torch(pe, x),
-    }
+    contenders, floor = _plain_call(pe, x, with_out)
+    contenders |= {"numpy": pe_numpy(pe, x), "torch": pe_torch(pe, x)}
     group, case = ("pe-out", "pe(x, out=out)") if with_out else ("pe", "pe(x)")
-    floor = "np.copyto" if with_out else "x.copy()"
     return _measure(group, case, x, order, contenders, floor, settings)
 
 
