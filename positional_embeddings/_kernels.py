@@ -434,16 +434,34 @@ def _absolute_inner_seq(x, out, embeddings, offset, start, stop):  # type: ignor
                 out[s, c, b] = _add(_load(x[s, c, b]), row[s], out)
 
 
+_POSITION_BLOCK = 16
+"""Positions whose embeddings ``_absolute_inner_channel`` gathers at a time."""
+
+
 @numba.njit(**JIT)
 def _absolute_inner_channel(x, out, embeddings, offset, start, stop):  # type: ignore[no-untyped-def]
-    """AbsolutePE with the channel axis innermost (batch-first C order);
-    outer range over (batch, seq)."""
-    seq, channels, _ = x.shape
-    for b in _rows(start, stop, seq):
-        for s in _columns(start, stop, seq, b):
-            column = embeddings[:, s + offset]
-            for c in range(channels):
-                out[s, c, b] = _add(_load(x[s, c, b]), column[c], out)
+    """AbsolutePE with the channel axis innermost (batch-first C order); range
+    over blocks of ``_POSITION_BLOCK`` positions.
+
+    A (channel, position) table is read along positions, so each block's
+    embeddings are first copied position-major into a small buffer that every
+    batch column then reads contiguously (reading the table down its columns
+    would touch a new cache line, often a new page, for every channel).
+    """
+    seq, channels, batch = x.shape
+    block = np.empty((_POSITION_BLOCK, channels), embeddings.dtype)
+    for k in range(start, stop):
+        first = k * _POSITION_BLOCK
+        count = min(_POSITION_BLOCK, seq - first)
+        for c in range(channels):
+            row = embeddings[c, offset + first : offset + first + count]
+            for t in range(count):
+                block[t, c] = row[t]
+        for b in range(batch):
+            for t in range(count):
+                e = block[t]
+                for c in range(channels):
+                    out[first + t, c, b] = _add(_load(x[first + t, c, b]), e[c], out)
 
 
 @numba.njit(**JIT)
@@ -472,7 +490,8 @@ def absolute_forward(x: np.ndarray, out: np.ndarray, embeddings: np.ndarray, off
     if inner == 0:
         run_ranges(_absolute_inner_seq, batch * channels, traffic, *args)
     elif inner == 1:
-        run_ranges(_absolute_inner_channel, batch * seq, traffic, *args)
+        blocks = (seq + _POSITION_BLOCK - 1) // _POSITION_BLOCK
+        run_ranges(_absolute_inner_channel, blocks, traffic, *args)
     else:
         run_ranges(_absolute_inner_batch, seq * channels, traffic, *args)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from positional_embeddings import AbsolutePE, RoPE
+from positional_embeddings import AbsolutePE, RoPE, _parallel
 from positional_embeddings.layouts import half_to_interleaved, interleaved_to_half
 
 import reference
@@ -212,3 +212,18 @@ def test_absolute_batch_first(dtype):
         pe(np.zeros((3, 7, 6, 1)), batch_first=True)
     with pytest.raises(ValueError, match="Channel dimension"):
         pe(np.zeros((3, 7, 5)), batch_first=True)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_absolute_batch_first_across_position_blocks(monkeypatch, threads):
+    """Channel-innermost inputs are added block by block of positions (16 at a
+    time, split over threads): partial last blocks, offsets and every split
+    give the oracle's bits."""
+    monkeypatch.setattr(_parallel, "_threads", threads)
+    monkeypatch.setattr(_parallel, "MIN_BYTES_PER_THREAD", 1 if threads > 1 else 1 << 40)
+    pe = AbsolutePE(10, 60)
+    for seq, offset in ((37, 0), (16, 5), (1, 59), (33, 27)):
+        x = sample((3, seq, 10), np.float32, seed=seq)  # (batch, seq, features)
+        table = pe.embeddings[:, offset : offset + seq]
+        expected = reference.absolute_apply(x.transpose(1, 2, 0), table).transpose(2, 0, 1)
+        assert_bitwise_equal(pe(x, batch_first=True, offset=offset), expected)
