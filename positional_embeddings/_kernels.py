@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import numba
 import numpy as np
@@ -300,6 +301,21 @@ def _pass_through(value, out):  # type: ignore[no-untyped-def]
     return _store(_cvt(_load(value), out), out)
 
 
+_POSITION_BLOCK = 64
+"""Positions whose table columns the seq- and channel-innermost loops copy at a time."""
+
+
+@numba.njit(**JIT)
+def _block(k, seq):  # type: ignore[no-untyped-def]
+    """First position and size of block ``k`` of ``_POSITION_BLOCK`` positions.
+
+    The first position is visibly non-negative, so indices ``first + t``
+    need no wrap-around and the loops over ``t`` vectorise.
+    """
+    first = max(k, 0) * _POSITION_BLOCK
+    return first, min(_POSITION_BLOCK, seq - first)
+
+
 @numba.njit(**JIT)
 def _rows(start, stop, width):  # type: ignore[no-untyped-def]
     """The rows ``r`` met by the flat range ``start .. stop`` of a (rows, width) grid."""
@@ -362,6 +378,43 @@ def _rope_inner_batch(x, out, cos, sin, pairing, positions, start, stop):  # typ
                     )
 
 
+@numba.njit(**JIT)
+def _rope_inner_seq(x, out, cos, sin, pairing, positions, start, stop):  # type: ignore[no-untyped-def]
+    """RoPE with the seq axis innermost (C order with a single batch column);
+    range over blocks of ``_POSITION_BLOCK`` positions.  One position per
+    sequence index (not per column).
+
+    The tables are read along positions, so each block's columns are first
+    copied into small position-major buffers.
+    """
+    head, seq, batch = x.shape
+    half = head // 2
+    last = head - 1
+    cos_block = np.empty((head, _POSITION_BLOCK), cos.dtype)
+    sin_block = np.empty((head, _POSITION_BLOCK), sin.dtype)
+    for k in range(start, stop):
+        first, count = _block(k, seq)
+        for t in range(count):
+            p = _position(positions, first + t, 0)
+            for h in range(head):
+                cos_block[h, t] = cos[h, p]
+                sin_block[h, t] = sin[h, p]
+        for i in range(half):
+            h1, h2 = _pair(i, half, pairing)
+            c1, s1 = cos_block[h1], sin_block[h1]
+            c2, s2 = cos_block[h2], sin_block[h2]
+            for b in range(batch):
+                for t in range(count):
+                    s = first + t
+                    out[h1, s, b], out[h2, s, b] = _rotate(
+                        _load(x[h1, s, b]), _load(x[h2, s, b]), c1[t], s1[t], c2[t], s2[t], out
+                    )
+        if head % 2:
+            for b in range(batch):
+                for t in range(count):
+                    out[last, first + t, b] = _pass_through(x[last, first + t, b], out)
+
+
 def _smallest_stride(x: np.ndarray) -> int:
     """The axis of a 3-D array to loop over innermost: the smallest stride among
     axes longer than 1 (ties go to the first axis)."""
@@ -391,13 +444,21 @@ def rope_forward(
     column (seq, batch).  The loop order follows the smaller stride of the
     head and batch axes; large calls are split over threads.
     """
+    kernel, length = _rope_loop(x, positions)
+    run_ranges(kernel, length, x.nbytes + out.nbytes, x, out, cos, sin, pairing, positions)
+
+
+def _rope_loop(x: np.ndarray, positions: int | np.ndarray) -> tuple[Any, int]:
+    """The RoPE loop for ``x``'s layout and the length of its outer range:
+    innermost along the smallest stride (seq only with one position per
+    sequence index)."""
     head, seq, batch = x.shape
-    traffic = x.nbytes + out.nbytes
-    args = (x, out, cos, sin, pairing, positions)
-    if _smallest_stride(x) == 2:
-        run_ranges(_rope_inner_batch, (head + 1) // 2, traffic, *args)
-    else:
-        run_ranges(_rope_inner_head, seq * batch, traffic, *args)
+    inner = _smallest_stride(x)
+    if inner == 2:
+        return _rope_inner_batch, (head + 1) // 2
+    if inner == 1 and not (isinstance(positions, np.ndarray) and positions.ndim == 2):
+        return _rope_inner_seq, (seq + _POSITION_BLOCK - 1) // _POSITION_BLOCK
+    return _rope_inner_head, seq * batch
 
 
 def rope_direct(
@@ -411,13 +472,9 @@ def rope_direct(
     Repeated small calls (decoding one token at a time) then skip the loop
     choice and Numba's type dispatch.
     """
-    head, seq, batch = x.shape
     if x.nbytes + out.nbytes >= 2 * _parallel.MIN_BYTES_PER_THREAD:
         return None
-    if _smallest_stride(x) == 2:
-        kernel, length = _rope_inner_batch, (head + 1) // 2
-    else:
-        kernel, length = _rope_inner_head, seq * batch
+    kernel, length = _rope_loop(x, 0)
     arguments = (x, out, cos, sin, pairing, 0, 0, length)
     compiled = kernel.overloads.get(tuple(kernel.typeof_pyval(a) for a in arguments))
     return None if compiled is None else (compiled.entry_point, length)
@@ -434,10 +491,6 @@ def _absolute_inner_seq(x, out, embeddings, offset, start, stop):  # type: ignor
                 out[s, c, b] = _add(_load(x[s, c, b]), row[s], out)
 
 
-_POSITION_BLOCK = 16
-"""Positions whose embeddings ``_absolute_inner_channel`` gathers at a time."""
-
-
 @numba.njit(**JIT)
 def _absolute_inner_channel(x, out, embeddings, offset, start, stop):  # type: ignore[no-untyped-def]
     """AbsolutePE with the channel axis innermost (batch-first C order); range
@@ -451,8 +504,7 @@ def _absolute_inner_channel(x, out, embeddings, offset, start, stop):  # type: i
     seq, channels, batch = x.shape
     block = np.empty((_POSITION_BLOCK, channels), embeddings.dtype)
     for k in range(start, stop):
-        first = k * _POSITION_BLOCK
-        count = min(_POSITION_BLOCK, seq - first)
+        first, count = _block(k, seq)
         for c in range(channels):
             row = embeddings[c, offset + first : offset + first + count]
             for t in range(count):

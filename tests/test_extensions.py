@@ -227,3 +227,28 @@ def test_absolute_batch_first_across_position_blocks(monkeypatch, threads):
         table = pe.embeddings[:, offset : offset + seq]
         expected = reference.absolute_apply(x.transpose(1, 2, 0), table).transpose(2, 0, 1)
         assert_bitwise_equal(pe(x, batch_first=True, offset=offset), expected)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_rope_sequence_innermost_across_position_blocks(monkeypatch, threads, interleaved):
+    """C-order inputs with one batch column loop along the sequence, 64
+    positions at a time (split over threads): partial last blocks, odd
+    interleaved heads, offsets and position ids give the oracle's bits,
+    float16 included, and the input is left alone."""
+    monkeypatch.setattr(_parallel, "_threads", threads)
+    monkeypatch.setattr(_parallel, "MIN_BYTES_PER_THREAD", 1 if threads > 1 else 1 << 40)
+    head = 7 if interleaved else 8
+    rope = RoPE(head, 300, interleaved=interleaved)
+    pairs = (reference.interleaved_pairs if interleaved else reference.half_pairs)(head)
+    ids = np.random.default_rng(5).integers(0, 300, 150)
+    for dtype in (np.float32, np.float16, np.int32):
+        x = sample((head, 150, 1), dtype, seed=150)  # C order: the sequence axis is innermost
+        before = x.copy()
+        for offset, positions in ((0, None), (137, None), (0, ids)):
+            where = positions if positions is not None else np.arange(150) + offset
+            expected = reference.rope_apply_pairs(
+                x, rope.cos_cached, rope.sin_cached, pairs, where[:, np.newaxis]
+            )
+            assert_bitwise_equal(rope(x, offset=offset, positions=positions), expected)
+        assert_bitwise_equal(x, before)
