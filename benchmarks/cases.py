@@ -40,6 +40,7 @@ GROUPS = (
     "decode",
     "pe",
     "pe-out",
+    "layouts",
     "tables",
     "cold-start",
 )
@@ -271,6 +272,20 @@ def pe_call(settings: Settings, shape: tuple[int, ...], order: str, with_out: bo
     return _measure(group, case, x, order, contenders, floor, settings)
 
 
+def other_layout(settings: Settings, kind: str, shape: tuple[int, ...]) -> Row:
+    """Layouts whose innermost axis runs along table positions, C order,
+    float32: ``pe(x, batch_first=True)`` on (batch, seq, features) and
+    ``rope(x)`` on (head, seq, 1)."""
+    x = _array(shape, np.float32, "C")
+    if kind == "pe":
+        layer: Callable[..., object] = partial(AbsolutePE(shape[2], shape[1]), batch_first=True)
+        case = "pe(x, batch_first=True)"
+    else:
+        layer, case = RoPE(shape[0], shape[1]), "rope(x), one batch column"
+    contenders, floor = _plain_call(layer, x, with_out=False)
+    return _measure("layouts", case, x, "C", contenders, floor, settings)
+
+
 def table_construction(settings: Settings, kind: str, size: int, length: int) -> Row:
     """``RoPE(size, length)`` or ``AbsolutePE(size, length)`` against numpy's tables."""
     build: Callable[[], object]
@@ -339,7 +354,8 @@ def all_cases(quick: bool) -> list[Case]:
     in float32, 256 MB in float64), an in-cache ``(128, 512, 32)``, the
     decoding step ``(128, 1, 32)``, a call split over one and over two
     threads at 4, 8 and 16 MB ``(128, n, 32)``, AbsolutePE on the Julia docs'
-    ``(100, 512, 32)`` and on ``(4096, 512, 16)``.  Without ``quick``, the
+    ``(100, 512, 32)`` and on ``(4096, 512, 16)``, AbsolutePE batch-first
+    ``(32, 256, 512)`` and RoPE on one batch column ``(128, 4096, 1)``.  Without ``quick``, the
     cold start also runs with an empty cache (compiling everything).
     """
 
@@ -378,6 +394,14 @@ def all_cases(quick: bool) -> list[Case]:
         Case(group, partial(pe_call, shape=shape, order=order, with_out=group == "pe-out"))
         for group, shape in pe_rows
         for order in "CF"
+    ]
+    layout_rows = [
+        ("pe", size((32, 256, 512), (2, 20, 16))),
+        ("rope", size((128, 4096, 1), (16, 70, 1))),
+    ]
+    cases += [
+        Case("layouts", partial(other_layout, kind=kind, shape=shape))
+        for kind, shape in layout_rows
     ]
     rope_length, absolute_length = (1024, 64) if quick else (131_072, 8192)
     cases.append(
