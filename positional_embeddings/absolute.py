@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -16,7 +17,7 @@ from ._checks import (
     promote,
     resolve_positions,
 )
-from ._kernels import absolute_forward, absolute_table
+from ._kernels import absolute_forward, absolute_table, reads_table_by_position
 from ._views import run_forward
 from .frequencies import frequency_bands
 
@@ -60,6 +61,12 @@ class AbsolutePE:
     works in Julia (a single sin row) and here.  Julia's ``sin``/``cos`` for
     Float64 are reproduced bit for bit.
 
+    ``embeddings`` is stored row by row (C order), which Julia's layout of
+    ``x`` (seq innermost) reads contiguously.  The first call on another
+    layout (C order with the batch axis innermost, ``batch_first``) makes a
+    position-major copy of the table, as Julia stores it, and keeps it:
+    those layouts read all channels of a position at once.
+
     Examples
     --------
     >>> import numpy as np
@@ -72,7 +79,7 @@ class AbsolutePE:
     ((100, 512, 32), True)
     """
 
-    __slots__ = ("embedding_size", "embeddings", "max_length")
+    __slots__ = ("_by_position", "embedding_size", "embeddings", "max_length")
 
     embedding_size: int
     max_length: int
@@ -97,6 +104,7 @@ class AbsolutePE:
         self.embedding_size = embedding_size
         self.max_length = max_length
         self.embeddings = embeddings
+        self._by_position: np.ndarray | None = None
 
     def __call__(
         self,
@@ -141,21 +149,36 @@ class AbsolutePE:
             Fewer than 3 dims; "Channel dimension must match embedding size";
             "Sequence length exceeds maximum length"; a bad ``out``.
         """
-        return add_embeddings(self.embeddings, x, out, offset, batch_first)
+        return add_embeddings(self.embeddings, x, out, offset, batch_first, self._position_major)
+
+    def _position_major(self) -> np.ndarray:
+        """The table in F order (each position's channels adjacent), made once."""
+        if self._by_position is None:
+            table = np.asfortranarray(self.embeddings)
+            table.flags.writeable = False
+            self._by_position = table
+        return self._by_position
 
     def __repr__(self) -> str:
         return f"AbsolutePE(embedding_size={self.embedding_size}, max_length={self.max_length})"
 
 
 def add_embeddings(
-    table: np.ndarray, x: Any, out: np.ndarray | None, offset: Any, batch_first: Any
+    table: np.ndarray,
+    x: Any,
+    out: np.ndarray | None,
+    offset: Any,
+    batch_first: Any,
+    position_major: Callable[[], np.ndarray] | None = None,
 ) -> np.ndarray:
     """``x + table[:, offset:offset+seq_len].T``, broadcast over the batch axes.
 
     The forward pass of every additive encoding.  ``table`` is a
     (channels, positions) array or view; ``x`` is (seq, channels, batch...),
-    or (batch, seq, channels) when ``batch_first``.  Checks follow Julia's
-    AbsolutePE: channels first, then the sequence length.
+    or (batch, seq, channels) when ``batch_first``.  ``position_major``, if
+    given, returns the same table in F order, for the layouts of ``x`` that
+    read it a position at a time.  Checks follow Julia's AbsolutePE: channels
+    first, then the sequence length.
     """
     batch_first = as_flag(batch_first, "batch_first")
     x = as_array(x, "x", 3)
@@ -173,5 +196,7 @@ def add_embeddings(
     start = resolve_positions(seq_len, (), table.shape[1], offset)
     out = output_for(x, promote(x.dtype, table.dtype), out)
     out_view = out.transpose(1, 2, 0) if batch_first else out
+    if position_major is not None and reads_table_by_position(view):
+        table = position_major()
     run_forward(absolute_forward, view, out_view, table, start)
     return out

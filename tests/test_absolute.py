@@ -69,6 +69,21 @@ def test_forward_matches_reference_in_every_layout(dtype):
             assert y.flags.f_contiguous
 
 
+def test_position_major_table_is_made_once_for_the_layouts_that_read_it():
+    pe = AbsolutePE(16, 40)
+    x = sample((20, 16, 3), np.float32, seed=14)
+    expected = reference.absolute_apply(x, pe.embeddings)
+    assert_bitwise_equal(pe(np.asfortranarray(x)), expected)  # Julia's order: rows of the table
+    assert pe._by_position is None
+    assert_bitwise_equal(pe(np.ascontiguousarray(x)), expected)  # batch innermost: its columns
+    table = pe._by_position
+    assert table is not None and table.flags.f_contiguous and not table.flags.writeable
+    assert_bitwise_equal(table, pe.embeddings)
+    batch_first = np.ascontiguousarray(x.transpose(2, 0, 1))
+    assert_bitwise_equal(pe(batch_first, batch_first=True), expected.transpose(2, 0, 1))
+    assert pe._by_position is table
+
+
 @pytest.mark.parametrize("shape", [(1, 4, 1), (3, 4, 2, 2), (3, 4, 1, 2, 2), (3, 4, 0)])
 def test_forward_shapes(shape):
     pe = AbsolutePE(4, 3)

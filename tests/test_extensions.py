@@ -215,18 +215,25 @@ def test_absolute_batch_first(dtype):
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-def test_absolute_batch_first_across_position_blocks(monkeypatch, threads):
-    """Channel-innermost inputs are added block by block of positions (16 at a
-    time, split over threads): partial last blocks, offsets and every split
-    give the oracle's bits."""
+def test_absolute_channel_innermost_across_position_blocks(monkeypatch, threads):
+    """Channel-innermost loops (batch-first inputs, 64 positions at a time;
+    C order with batch rows shorter than a vector, one position at a time;
+    split over threads): partial last blocks, offsets and every split give
+    the oracle's bits, next to the batch-innermost loop of a longer batch."""
     monkeypatch.setattr(_parallel, "_threads", threads)
     monkeypatch.setattr(_parallel, "MIN_BYTES_PER_THREAD", 1 if threads > 1 else 1 << 40)
-    pe = AbsolutePE(10, 60)
-    for seq, offset in ((37, 0), (16, 5), (1, 59), (33, 27)):
-        x = sample((3, seq, 10), np.float32, seed=seq)  # (batch, seq, features)
+    pe = AbsolutePE(10, 200)
+    for seq, offset in ((137, 0), (64, 5), (1, 199), (70, 130)):
         table = pe.embeddings[:, offset : offset + seq]
+        x = sample((3, seq, 10), np.float32, seed=seq)  # (batch, seq, features)
         expected = reference.absolute_apply(x.transpose(1, 2, 0), table).transpose(2, 0, 1)
         assert_bitwise_equal(pe(x, batch_first=True, offset=offset), expected)
+        for batch, dtype in ((2, np.float32), (3, np.float64), (4, np.int16), (9, np.float32)):
+            x = sample((seq, 10, batch), dtype, seed=batch)  # C order: batch innermost
+            before = x.copy()
+            expected = reference.absolute_apply(x, table)
+            assert_bitwise_equal(pe(x, offset=offset), expected)
+            assert_bitwise_equal(x, before)
 
 
 @pytest.mark.parametrize("threads", [1, 2])
