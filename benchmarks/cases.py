@@ -262,9 +262,16 @@ def decode(settings: Settings, order: str, with_out: bool) -> Row:
     return _measure("decode", case, x, order, contenders, floor, settings)
 
 
+def _absolute_pe(features: int, seq: int) -> AbsolutePE:
+    """The AbsolutePE a model would hold: the Julia docs' 1000 positions, or
+    ``seq`` if longer (a table only as long as ``x`` would hide the cost of
+    reading it across positions)."""
+    return AbsolutePE(features, max(seq, 1000))
+
+
 def pe_call(settings: Settings, shape: tuple[int, ...], order: str, with_out: bool) -> Row:
     """``pe(x)`` (group ``pe``) or ``pe(x, out=out)`` (``pe-out``), float32."""
-    pe = AbsolutePE(shape[1], shape[0])
+    pe = _absolute_pe(shape[1], shape[0])
     x = _array(shape, np.float32, order)
     contenders, floor = _plain_call(pe, x, with_out)
     contenders |= {"numpy": pe_numpy(pe, x), "torch": pe_torch(pe, x)}
@@ -278,7 +285,7 @@ def other_layout(settings: Settings, kind: str, shape: tuple[int, ...]) -> Row:
     ``rope(x)`` on (head, seq, 1)."""
     x = _array(shape, np.float32, "C")
     if kind == "pe":
-        layer: Callable[..., object] = partial(AbsolutePE(shape[2], shape[1]), batch_first=True)
+        layer: Callable[..., object] = partial(_absolute_pe(shape[2], shape[1]), batch_first=True)
         case = "pe(x, batch_first=True)"
     else:
         layer, case = RoPE(shape[0], shape[1]), "rope(x), one batch column"

@@ -508,6 +508,44 @@ def _absolute_inner_seq(x, out, embeddings, offset, start, stop):  # type: ignor
                 out[s, c, b] = _add(_load(x[s, c, b]), row[s], out)
 
 
+_PLANE_CHUNK = 8192
+"""Table elements ``_absolute_planes`` copies at a time (32 KiB of float32)."""
+
+_SHORT_SEQUENCE = 256
+"""Sequences up to this length take ``_absolute_planes`` in Julia's order:
+rows that short spend much of their time setting up each row's loop
+(measured on (seq, 512, batch) float32: seq 10-256 1.2-1.9x faster than
+row by row, 512 and longer no faster)."""
+
+
+@numba.njit(**JIT)
+def _absolute_planes(x, out, embeddings, offset, width, start, stop):  # type: ignore[no-untyped-def]
+    """AbsolutePE in Julia's order when each batch column's (seq, channel)
+    plane is one contiguous run: ``x`` and ``out`` are (seq*channels, batch)
+    views of it.  Range over chunks of ``width`` channels: the chunk's table
+    rows are copied into one buffer, laid out as the planes are, then added
+    to every batch column in a single loop (instead of one short loop per
+    channel and column).
+    """
+    channels = embeddings.shape[0]
+    seq = x.shape[0] // max(channels, 1)
+    chunk = np.empty(width * seq, embeddings.dtype)
+    for k in range(start, stop):
+        c0 = max(k, 0) * width
+        c1 = min(c0 + width, channels)
+        for c in range(c0, c1):
+            row = embeddings[c, offset : offset + seq]
+            part = chunk[(c - c0) * seq : (c - c0 + 1) * seq]
+            for s in range(seq):
+                part[s] = row[s]
+        first, n = c0 * seq, (c1 - c0) * seq
+        for b in range(x.shape[1]):
+            xs = x[first : first + n, b]
+            os = out[first : first + n, b]
+            for j in range(n):
+                os[j] = _add(_load(xs[j]), chunk[j], out)
+
+
 @numba.njit(**JIT)
 def _absolute_inner_channel(x, out, embeddings, offset, block, start, stop):  # type: ignore[no-untyped-def]
     """AbsolutePE with the channel axis innermost; range over blocks of
@@ -554,7 +592,12 @@ def absolute_forward(x: np.ndarray, out: np.ndarray, embeddings: np.ndarray, off
     traffic = x.nbytes + out.nbytes
     args = (x, out, embeddings, offset)
     inner = _smallest_stride(x)
-    if inner == 0:
+    planes = _planes(x, out) if inner == 0 and seq <= _SHORT_SEQUENCE else None
+    if planes is not None:
+        width = max(_PLANE_CHUNK // max(seq, 1), 1)
+        chunks = (channels + width - 1) // width
+        run_ranges(_absolute_planes, chunks, traffic, *planes, embeddings, offset, width)
+    elif inner == 0:
         run_ranges(_absolute_inner_seq, batch * channels, traffic, *args)
     elif inner == 1 or _short_batch(x):
         block = _POSITION_BLOCK if inner == 1 else 1
@@ -562,6 +605,18 @@ def absolute_forward(x: np.ndarray, out: np.ndarray, embeddings: np.ndarray, off
         run_ranges(_absolute_inner_channel, blocks, traffic, *args, block)
     else:
         run_ranges(_absolute_inner_batch, seq * channels, traffic, *args)
+
+
+def _planes(x: np.ndarray, out: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(seq*channels, batch) views of ``x`` and ``out``, or None if a batch
+    column's (seq, channel) plane is not one run in either."""
+    shape = (x.shape[0] * x.shape[1], x.shape[2])
+    try:
+        return np.reshape(x, shape, order="F", copy=False), np.reshape(
+            out, shape, order="F", copy=False
+        )
+    except ValueError:
+        return None
 
 
 def reads_table_by_position(x: np.ndarray) -> bool:

@@ -237,6 +237,28 @@ def test_absolute_channel_innermost_across_position_blocks(monkeypatch, threads)
 
 
 @pytest.mark.parametrize("threads", [1, 2])
+def test_absolute_julia_order_in_plane_chunks(monkeypatch, threads):
+    """Julia's order with short sequences adds the table to whole (seq,
+    channel) planes, a chunk of channels at a time (split over threads):
+    partial last chunks, offsets, float16 and integers give the oracle's
+    bits; planes that are not one run (a strided channel axis) and longer
+    sequences take the row loop, with the same bits."""
+    monkeypatch.setattr(_parallel, "_threads", threads)
+    monkeypatch.setattr(_parallel, "MIN_BYTES_PER_THREAD", 1 if threads > 1 else 1 << 40)
+    pe = AbsolutePE(80, 400)
+    for seq, offset in ((256, 0), (100, 37), (1, 399), (257, 143)):  # 3 chunks, 1, 1, rows
+        table = pe.embeddings[:, offset : offset + seq]
+        for dtype in (np.float32, np.float16, np.int32):
+            x = np.asfortranarray(sample((seq, 80, 3), dtype, seed=seq))
+            before = x.copy()
+            expected = reference.absolute_apply(x, table)
+            assert_bitwise_equal(pe(x, offset=offset), expected)
+            assert_bitwise_equal(x, before)
+        wide = np.asfortranarray(sample((seq, 160, 3), np.float64, seed=7))[:, ::2]
+        assert_bitwise_equal(pe(wide, offset=offset), reference.absolute_apply(wide, table))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("interleaved", [False, True])
 def test_rope_sequence_innermost_across_position_blocks(monkeypatch, threads, interleaved):
     """C-order inputs with one batch column loop along the sequence, 64
