@@ -15,7 +15,7 @@ import numba
 import numpy as np
 import pytest
 
-from positional_embeddings._julia_math import fma, pow_f64, sincos_f32, sincos_f64
+from positional_embeddings._julia_math import _by_quadrant, fma, pow_f64, sincos_f32, sincos_f64
 
 from comparisons import assert_bitwise_equal
 
@@ -59,6 +59,20 @@ def test_sin_and_cos_match_julia_bit_for_bit(recorded, precision):
     assert x.size > 100_000
     assert_bitwise_equal(sin_out, recorded[f"sin{precision}"])
     assert_bitwise_equal(cos_out, recorded[f"cos{precision}"])
+
+
+@pytest.mark.parametrize("kind", [np.float32, np.float64])
+def test_quadrant_selection_for_every_quadrant_and_sign(kind):
+    """Julia's ``sin``/``cos`` pick ``(s, c)``, ``(c, -s)``, ``(-s, -c)`` or
+    ``(-c, s)`` by ``n & 3``, for negative quadrant counts too (negative
+    angles), signed zeros included."""
+    choices = {0: lambda s, c: (s, c), 1: lambda s, c: (c, -s), 2: lambda s, c: (-s, -c)}
+    for n in range(-9, 9):
+        for s, c in ((0.25, -0.75), (-0.0, 0.0), (0.0, -0.0)):
+            s, c = kind(s), kind(c)
+            expected = choices.get(n & 3, lambda s, c: (-c, s))(s, c)
+            got = _by_quadrant(n, s, c)
+            assert_bitwise_equal(np.array(got, kind), np.array(expected, kind))
 
 
 def test_pow_matches_julia_bit_for_bit(recorded):
