@@ -249,6 +249,20 @@ def _ov_pair(i, half, pairing):  # type: ignore[no-untyped-def]
     return lambda i, half, pairing: (i, i + half)
 
 
+def _table_row(h1, h2, shared):  # type: ignore[no-untyped-def]
+    """The table row holding channel ``h2``'s cos/sin: ``h1`` when the tables'
+    partner rows are equal (``shared`` is True: tables built by ``RoPE``),
+    else ``h2``.  The *type* of ``shared`` decides at compile time, so with
+    equal rows each pair reads one row of each table instead of two."""
+
+
+@overload(_table_row, jit_options=JIT)
+def _ov_table_row(h1, h2, shared):  # type: ignore[no-untyped-def]
+    if isinstance(shared, types.NoneType):
+        return lambda h1, h2, shared: h2
+    return lambda h1, h2, shared: h1
+
+
 def _position(positions, s, b):  # type: ignore[no-untyped-def]
     """The table column for ``x[:, s, b]``: ``s + offset`` for an integer offset,
     ``positions[s]`` for one id per sequence position, ``positions[s, b]`` for
@@ -289,10 +303,11 @@ def _rotate(x1, x2, c1, s1, c2, s2, out):  # type: ignore[no-untyped-def]
 
 
 @numba.njit(**JIT)
-def _rotate_pair(x, out, cos, sin, h1, h2, s, b, p):  # type: ignore[no-untyped-def]
+def _rotate_pair(x, out, cos, sin, shared, h1, h2, s, b, p):  # type: ignore[no-untyped-def]
     """Rotate channels ``h1, h2`` of column ``x[:, s, b]`` with the tables at position ``p``."""
+    t2 = _table_row(h1, h2, shared)
     out[h1, s, b], out[h2, s, b] = _rotate(
-        _load(x[h1, s, b]), _load(x[h2, s, b]), cos[h1, p], sin[h1, p], cos[h2, p], sin[h2, p], out
+        _load(x[h1, s, b]), _load(x[h2, s, b]), cos[h1, p], sin[h1, p], cos[t2, p], sin[t2, p], out
     )
 
 
@@ -338,7 +353,7 @@ def _columns(start, stop, width, row):  # type: ignore[no-untyped-def]
 
 
 @numba.njit(**JIT)
-def _rope_inner_head(x, out, cos, sin, pairing, positions, start, stop):  # type: ignore[no-untyped-def]
+def _rope_inner_head(x, out, cos, sin, pairing, shared, positions, start, stop):  # type: ignore[no-untyped-def]
     """RoPE with the head axis innermost (F order); outer range over (batch, seq)."""
     head, seq, _ = x.shape
     half = head // 2
@@ -348,13 +363,13 @@ def _rope_inner_head(x, out, cos, sin, pairing, positions, start, stop):  # type
             p = _position(positions, s, b)
             for i in range(half):
                 h1, h2 = _pair(i, half, pairing)
-                _rotate_pair(x, out, cos, sin, h1, h2, s, b, p)
+                _rotate_pair(x, out, cos, sin, shared, h1, h2, s, b, p)
             if head % 2:
                 out[last, s, b] = _pass_through(x[last, s, b], out)
 
 
 @numba.njit(**JIT)
-def _rope_inner_batch(x, out, cos, sin, pairing, positions, start, stop):  # type: ignore[no-untyped-def]
+def _rope_inner_batch(x, out, cos, sin, pairing, shared, positions, start, stop):  # type: ignore[no-untyped-def]
     """RoPE with the batch axis innermost (C order); outer range over pairs
     (and, for an odd head, the unpaired last channel as one more unit)."""
     head, seq, batch = x.shape
@@ -371,10 +386,11 @@ def _rope_inner_batch(x, out, cos, sin, pairing, positions, start, stop):  # typ
             if _per_column(positions):
                 for b in range(batch):
                     p = _position(positions, s, b)
-                    _rotate_pair(x, out, cos, sin, h1, h2, s, b, p)
+                    _rotate_pair(x, out, cos, sin, shared, h1, h2, s, b, p)
             else:
                 p = _position(positions, s, 0)
-                c1, s1, c2, s2 = cos[h1, p], sin[h1, p], cos[h2, p], sin[h2, p]
+                t2 = _table_row(h1, h2, shared)
+                c1, s1, c2, s2 = cos[h1, p], sin[h1, p], cos[t2, p], sin[t2, p]
                 for b in range(batch):
                     out[h1, s, b], out[h2, s, b] = _rotate(
                         _load(x[h1, s, b]), _load(x[h2, s, b]), c1, s1, c2, s2, out
@@ -382,7 +398,7 @@ def _rope_inner_batch(x, out, cos, sin, pairing, positions, start, stop):  # typ
 
 
 @numba.njit(**JIT)
-def _rope_inner_seq(x, out, cos, sin, pairing, positions, start, stop):  # type: ignore[no-untyped-def]
+def _rope_inner_seq(x, out, cos, sin, pairing, shared, positions, start, stop):  # type: ignore[no-untyped-def]
     """RoPE with the seq axis innermost (C order with a single batch column);
     range over blocks of ``_POSITION_BLOCK`` positions.  One position per
     sequence index (not per column).
@@ -405,7 +421,8 @@ def _rope_inner_seq(x, out, cos, sin, pairing, positions, start, stop):  # type:
         for i in range(half):
             h1, h2 = _pair(i, half, pairing)
             c1, s1 = cos_block[h1], sin_block[h1]
-            c2, s2 = cos_block[h2], sin_block[h2]
+            t2 = _table_row(h1, h2, shared)
+            c2, s2 = cos_block[t2], sin_block[t2]
             for b in range(batch):
                 for t in range(count):
                     s = first + t
@@ -450,6 +467,7 @@ def rope_forward(
     cos: np.ndarray,
     sin: np.ndarray,
     pairing: int | None,
+    shared: bool | None,
     positions: int | np.ndarray,
 ) -> None:
     """Rotate ``x`` (head, seq, batch) into ``out`` with tables (head, positions).
@@ -457,12 +475,15 @@ def rope_forward(
     ``x`` is float16 as ``F16_RECORD``, or bool/integer/float32/float64;
     ``out`` is float32/float64, or uint16 holding float16 bits.  ``pairing``
     is an int (any) for the half split or None for interleaved pairs;
-    ``positions`` an offset, one id per position (seq,) or per position and
-    column (seq, batch).  The loop order follows the smaller stride of the
-    head and batch axes; large calls are split over threads.
+    ``shared`` True when the two rows of every pair are equal in both
+    tables, else None; ``positions`` an offset, one id per position (seq,)
+    or per position and column (seq, batch).  The loop order follows the
+    smaller stride of the head and batch axes; large calls are split over
+    threads.
     """
     kernel, length = _rope_loop(x, positions)
-    run_ranges(kernel, length, x.nbytes + out.nbytes, x, out, cos, sin, pairing, positions)
+    traffic = x.nbytes + out.nbytes
+    run_ranges(kernel, length, traffic, x, out, cos, sin, pairing, shared, positions)
 
 
 def _rope_loop(x: np.ndarray, positions: int | np.ndarray) -> tuple[Any, int]:
@@ -479,11 +500,16 @@ def _rope_loop(x: np.ndarray, positions: int | np.ndarray) -> tuple[Any, int]:
 
 
 def rope_direct(
-    x: np.ndarray, out: np.ndarray, cos: np.ndarray, sin: np.ndarray, pairing: int | None
+    x: np.ndarray,
+    out: np.ndarray,
+    cos: np.ndarray,
+    sin: np.ndarray,
+    pairing: int | None,
+    shared: bool | None,
 ) -> tuple[Callable[..., None], int] | None:
     """The compiled loop ``rope_forward`` ran for arrays like ``x`` and ``out``,
-    as ``(entry, length)``: ``entry(x, out, cos, sin, pairing, offset, 0,
-    length)`` is that call for any arrays of the same types.  None where the
+    as ``(entry, length)``: ``entry(x, out, cos, sin, pairing, shared,
+    offset, 0, length)`` is that call for any arrays of the same types.  None where the
     call needs threads or has not been compiled yet.
 
     Repeated small calls (decoding one token at a time) then skip the loop
@@ -492,7 +518,7 @@ def rope_direct(
     if x.nbytes + out.nbytes >= 2 * _parallel.MIN_BYTES_PER_THREAD:
         return None
     kernel, length = _rope_loop(x, 0)
-    arguments = (x, out, cos, sin, pairing, 0, 0, length)
+    arguments = (x, out, cos, sin, pairing, shared, 0, 0, length)
     compiled = kernel.overloads.get(tuple(kernel.typeof_pyval(a) for a in arguments))
     return None if compiled is None else (compiled.entry_point, length)
 

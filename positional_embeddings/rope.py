@@ -101,6 +101,7 @@ class RoPE:
         "_direct",
         "_kernel_tables",
         "_pairing",
+        "_shared",
         "cos_cached",
         "head_size",
         "interleaved",
@@ -137,7 +138,7 @@ class RoPE:
         storage = np.uint16 if dtype == np.float16 else dtype
         pairing = _pairing(head_size, interleaved)
         rope_tables(theta, scale, cos.view(storage), sin.view(storage), pairing)
-        self._set_tables(head_size, cos, sin, interleaved)
+        self._set_tables(head_size, cos, sin, interleaved, shared=True)
 
     @classmethod
     def from_tables(
@@ -181,12 +182,19 @@ class RoPE:
                 f"{cos.shape} {cos.dtype} and {sin.shape} {sin.dtype}"
             )
         rope = cls.__new__(cls)
-        rope._set_tables(head_size, cos, sin, interleaved)
+        rope._set_tables(head_size, cos, sin, interleaved, shared=None)
         return rope
 
     def _set_tables(
-        self, head_size: int, cos: np.ndarray, sin: np.ndarray, interleaved: bool
+        self,
+        head_size: int,
+        cos: np.ndarray,
+        sin: np.ndarray,
+        interleaved: bool,
+        shared: bool | None,
     ) -> None:
+        """Keep the tables; ``shared`` is True when they are known to hold equal
+        rows for the two channels of every pair (built here), None to check."""
         for table in (cos, sin):
             table.flags.writeable = False
         self.head_size = head_size
@@ -198,6 +206,10 @@ class RoPE:
         self._kernel_tables = tuple(
             table.astype(np.float32) if table.dtype == np.float16 else table for table in (cos, sin)
         )
+        if shared is None and _partner_rows_equal(self._kernel_tables, self._pairing):
+            shared = True
+        # The kernels' marker: with equal partner rows each pair reads one row of each table.
+        self._shared = shared
         self._backward_sin: np.ndarray | None = None
         self._direct: dict[tuple[Any, ...], tuple[Any, ...]] = {}
 
@@ -250,14 +262,14 @@ class RoPE:
         if positions is None and type(x) is np.ndarray and type(offset) is int:
             direct = self._direct.get((x.shape, x.strides, x.dtype))
             if direct is not None:
-                order, dtype, layout, last, entry, cos, sin, pairing, length = direct
+                order, dtype, layout, last, entry, cos, sin, pairing, shared, length = direct
                 if 0 <= offset <= last:
                     if out is None:
                         y = np.empty(x.shape, dtype, order)
-                        entry(x, y, cos, sin, pairing, offset, 0, length)
+                        entry(x, y, cos, sin, pairing, shared, offset, 0, length)
                         return y
                     if _fits(out, x, layout):
-                        entry(x, out, cos, sin, pairing, offset, 0, length)
+                        entry(x, out, cos, sin, pairing, shared, offset, 0, length)
                         return out
         return self._apply(x, out, offset, positions, self._kernel_tables, remember=True)
 
@@ -321,8 +333,10 @@ class RoPE:
         where = resolve_positions(seq_len, x.shape[1:], self.cos_cached.shape[1], offset, positions)
         out = output_for(x, promote(x.dtype, self.cos_cached.dtype), out)
         if isinstance(where, np.ndarray) and where.ndim > 1:
-            return run_forward(rope_forward, x, out, *tables, self._pairing, columns=where)
-        run_forward(rope_forward, x, out, *tables, self._pairing, where)
+            return run_forward(
+                rope_forward, x, out, *tables, self._pairing, self._shared, columns=where
+            )
+        run_forward(rope_forward, x, out, *tables, self._pairing, self._shared, where)
         if remember and x.ndim == 3 and np.float16 not in (x.dtype, out.dtype):
             self._remember(x, out, tables)
         return out
@@ -335,7 +349,7 @@ class RoPE:
             return
         if out.strides != np.empty_like(x, out.dtype, "K").strides:
             return
-        direct = rope_direct(x, out, tables[0], tables[1], self._pairing)
+        direct = rope_direct(x, out, tables[0], tables[1], self._pairing, self._shared)
         if direct is not None:
             if len(self._direct) >= 64:  # many shapes in turn: keep the cache small
                 self._direct.clear()
@@ -348,6 +362,7 @@ class RoPE:
                 direct[0],
                 *tables,
                 self._pairing,
+                self._shared,
                 direct[1],
             )
 
@@ -378,6 +393,23 @@ def _pairing(head_size: int, interleaved: bool) -> int | None:
     return None if interleaved else head_size // 2
 
 
+def _partner_rows(head_size: int, pairing: int | None) -> tuple[slice, slice]:
+    """The rows of every pair's first and second channel."""
+    if pairing is not None:
+        return slice(0, pairing), slice(pairing, 2 * pairing)
+    pairs = head_size - head_size % 2
+    return slice(0, pairs, 2), slice(1, pairs, 2)
+
+
+def _partner_rows_equal(tables: tuple[np.ndarray, ...], pairing: int | None) -> bool:
+    """Whether both channels of every pair have the same bits in every table
+    (always so for tables built by ``RoPE``; for the backward pass's table
+    too, which swaps and negates those rows)."""
+    first, second = _partner_rows(tables[0].shape[0], pairing)
+    bits = [table.view(f"u{table.itemsize}") for table in tables]
+    return all(np.array_equal(table[first], table[second]) for table in bits)
+
+
 def _backward_sin(sin: np.ndarray, pairing: int | None) -> np.ndarray:
     """The sin table that turns the forward kernel into its transpose.
 
@@ -387,13 +419,8 @@ def _backward_sin(sin: np.ndarray, pairing: int | None) -> np.ndarray:
     the same roundings.
     """
     swapped = sin.copy(order="F")
-    head = sin.shape[0]
-    if pairing is not None:
-        half = pairing
-        swapped[:half], swapped[half : 2 * half] = sin[half : 2 * half], sin[:half]
-    else:
-        pairs = head - head % 2
-        swapped[0:pairs:2], swapped[1:pairs:2] = sin[1:pairs:2], sin[0:pairs:2]
+    first, second = _partner_rows(sin.shape[0], pairing)
+    swapped[first], swapped[second] = sin[second], sin[first]
     np.negative(swapped, out=swapped)
     return swapped
 

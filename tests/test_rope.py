@@ -205,7 +205,35 @@ def test_from_tables_uses_both_halves_of_the_tables():
     sin = np.arange(12, 24, dtype=np.float32).reshape(4, 3) / 10
     rope = RoPE.from_tables(4, cos, sin)
     x = sample((4, 3, 2), np.float32, seed=5)
-    assert_bitwise_equal(rope(x), reference.rope_apply(x, cos, sin))
+    for _, view in layouts(x):
+        assert_bitwise_equal(rope(view), reference.rope_apply(x, cos, sin))
+    assert rope._shared is None
+
+
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_equal_partner_rows_are_read_once_and_only_when_bitwise_equal(interleaved):
+    """Tables built by RoPE hold the same row for both channels of a pair, so
+    the kernels read one; tables from from_tables are checked bit by bit (a
+    zero of the other sign is another table: x * -0.0 is not x * 0.0)."""
+    rope = RoPE(8, 6, interleaved=interleaved)
+    again = RoPE.from_tables(8, rope.cos_cached, rope.sin_cached, interleaved=interleaved)
+    assert rope._shared is True and again._shared is True
+    zeros = np.zeros((8, 6), np.float32)
+    cos = zeros.copy()
+    first, second = (slice(0, 8, 2), slice(1, 8, 2)) if interleaved else (slice(0, 4), slice(4, 8))
+    cos[second] = -0.0
+    x = sample((8, 6, 3), np.float32, seed=6)
+    signed = RoPE.from_tables(8, cos, zeros, interleaved=interleaved)
+    assert signed._shared is None
+    pairs = (reference.interleaved_pairs if interleaved else reference.half_pairs)(8)
+    expected = reference.rope_apply_pairs(x, cos, zeros, pairs)
+    one_row = cos.copy()
+    one_row[second] = cos[first]
+    misread = reference.rope_apply_pairs(x, one_row, zeros, pairs)
+    assert not np.array_equal(np.signbit(misread), np.signbit(expected))
+    for _, view in layouts(x):
+        assert_bitwise_equal(signed(view), expected)
+        assert_bitwise_equal(again(view), rope(view))
 
 
 def test_bool_input_keeps_julias_strong_zero():
