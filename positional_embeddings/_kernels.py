@@ -509,8 +509,8 @@ def rope_direct(
 ) -> tuple[Callable[..., None], int] | None:
     """The compiled loop ``rope_forward`` ran for arrays like ``x`` and ``out``,
     as ``(entry, length)``: ``entry(x, out, cos, sin, pairing, shared,
-    offset, 0, length)`` is that call for any arrays of the same types.  None where the
-    call needs threads or has not been compiled yet.
+    offset, 0, length)`` is that call for any arrays of the same types.
+    None where the call needs threads or has not been compiled yet.
 
     Repeated small calls (decoding one token at a time) then skip the loop
     choice and Numba's type dispatch.
