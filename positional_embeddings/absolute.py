@@ -62,10 +62,11 @@ class AbsolutePE:
     Float64 are reproduced bit for bit.
 
     ``embeddings`` is stored row by row (C order), which Julia's layout of
-    ``x`` (seq innermost) reads contiguously.  The first call on another
-    layout (C order with the batch axis innermost, ``batch_first``) makes a
-    position-major copy of the table, as Julia stores it, and keeps it:
-    those layouts read all channels of a position at once.
+    ``x`` (seq innermost) reads contiguously.  Calls on other layouts (C
+    order with the batch axis innermost, ``batch_first``) read all channels
+    of a position at once, from a position-major copy of the table (as
+    Julia stores it) that is kept and covers the positions used so far
+    (grown by doubling, up to ``max_length``).
 
     Examples
     --------
@@ -151,13 +152,16 @@ class AbsolutePE:
         """
         return add_embeddings(self.embeddings, x, out, offset, batch_first, self._position_major)
 
-    def _position_major(self) -> np.ndarray:
-        """The table in F order (each position's channels adjacent), made once."""
-        if self._by_position is None:
-            table = np.asfortranarray(self.embeddings)
+    def _position_major(self, stop: int) -> np.ndarray:
+        """The table in F order (each position's channels adjacent) for at
+        least positions ``0 .. stop - 1``, kept for the next call."""
+        table = self._by_position
+        if table is None or table.shape[1] < stop:
+            length = max(stop, 2 * (0 if table is None else table.shape[1]))
+            table = np.asfortranarray(self.embeddings[:, : min(length, self.max_length)])
             table.flags.writeable = False
             self._by_position = table
-        return self._by_position
+        return table
 
     def __repr__(self) -> str:
         return f"AbsolutePE(embedding_size={self.embedding_size}, max_length={self.max_length})"
@@ -169,15 +173,16 @@ def add_embeddings(
     out: np.ndarray | None,
     offset: Any,
     batch_first: Any,
-    position_major: Callable[[], np.ndarray] | None = None,
+    position_major: Callable[[int], np.ndarray] | None = None,
 ) -> np.ndarray:
     """``x + table[:, offset:offset+seq_len].T``, broadcast over the batch axes.
 
     The forward pass of every additive encoding.  ``table`` is a
     (channels, positions) array or view; ``x`` is (seq, channels, batch...),
     or (batch, seq, channels) when ``batch_first``.  ``position_major``, if
-    given, returns the same table in F order, for the layouts of ``x`` that
-    read it a position at a time.  Checks follow Julia's AbsolutePE: channels
+    given, returns the same table in F order (at least its positions up to
+    the argument), for the layouts of ``x`` that read it a position at a
+    time.  Checks follow Julia's AbsolutePE: channels
     first, then the sequence length.
     """
     batch_first = as_flag(batch_first, "batch_first")
@@ -197,6 +202,6 @@ def add_embeddings(
     out = output_for(x, promote(x.dtype, table.dtype), out)
     out_view = out.transpose(1, 2, 0) if batch_first else out
     if position_major is not None and reads_table_by_position(view):
-        table = position_major()
+        table = position_major(start + seq_len)
     run_forward(absolute_forward, view, out_view, table, start)
     return out

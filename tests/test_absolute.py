@@ -69,8 +69,11 @@ def test_forward_matches_reference_in_every_layout(dtype):
             assert y.flags.f_contiguous
 
 
-def test_position_major_table_is_made_once_for_the_layouts_that_read_it():
-    pe = AbsolutePE(16, 40)
+def test_position_major_table_is_kept_for_the_layouts_that_read_it():
+    """Julia's order reads table rows; C order (batch innermost) and
+    batch-first read a position-major copy that covers the positions used so
+    far, grows by doubling up to max_length, and is reused."""
+    pe = AbsolutePE(16, 100)
     x = sample((20, 16, 3), np.float32, seed=14)
     expected = reference.absolute_apply(x, pe.embeddings)
     assert_bitwise_equal(pe(np.asfortranarray(x)), expected)  # Julia's order: rows of the table
@@ -78,10 +81,16 @@ def test_position_major_table_is_made_once_for_the_layouts_that_read_it():
     assert_bitwise_equal(pe(np.ascontiguousarray(x)), expected)  # batch innermost: its columns
     table = pe._by_position
     assert table is not None and table.flags.f_contiguous and not table.flags.writeable
-    assert_bitwise_equal(table, pe.embeddings)
+    assert_bitwise_equal(table, pe.embeddings[:, :20])
     batch_first = np.ascontiguousarray(x.transpose(2, 0, 1))
     assert_bitwise_equal(pe(batch_first, batch_first=True), expected.transpose(2, 0, 1))
     assert pe._by_position is table
+    later = reference.absolute_apply(x, pe.embeddings[:, 5:25])
+    assert_bitwise_equal(pe(np.ascontiguousarray(x), offset=5), later)
+    assert pe._by_position.shape == (16, 40)
+    end = reference.absolute_apply(x, pe.embeddings[:, 80:])
+    assert_bitwise_equal(pe(np.ascontiguousarray(x), offset=80), end)
+    assert_bitwise_equal(pe._by_position, pe.embeddings)
 
 
 @pytest.mark.parametrize("shape", [(1, 4, 1), (3, 4, 2, 2), (3, 4, 1, 2, 2), (3, 4, 0)])
