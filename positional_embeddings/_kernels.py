@@ -47,7 +47,6 @@ __all__ = [
     "alibi_bias",
     "gather_rows",
     "inverse_frequencies",
-    "reads_table_by_position",
     "relative_index",
     "rope_direct",
     "rope_forward",
@@ -606,18 +605,28 @@ def _absolute_inner_batch(x, out, embeddings, offset, start, stop):  # type: ign
                 out[s, c, b] = _add(_load(x[s, c, b]), e, out)
 
 
-def absolute_forward(x: np.ndarray, out: np.ndarray, embeddings: np.ndarray, offset: int) -> None:
+def absolute_forward(
+    x: np.ndarray,
+    out: np.ndarray,
+    embeddings: np.ndarray,
+    offset: int,
+    by_position: Callable[[int], np.ndarray] | None = None,
+) -> None:
     """``out[s, c, b] = x[s, c, b] + embeddings[c, s + offset]`` over (seq, channel, batch) views.
 
     Shared by every additive encoding (sinusoidal, learned): ``embeddings``
-    is any (channel, position) view, fastest when laid out as
-    ``reads_table_by_position(x)`` says.  The innermost loop runs along
-    ``x``'s smallest stride; large calls are split over threads.
+    is any (channel, position) view.  The innermost loop runs along ``x``'s
+    smallest stride; large calls are split over threads.  Only Julia's order
+    (seq innermost) reads the table along positions; the other loops read
+    all channels of a position at once, from ``by_position(stop)`` if given:
+    the same table in F order, covering at least positions ``0 .. stop-1``.
     """
     seq, channels, batch = x.shape
     traffic = x.nbytes + out.nbytes
-    args = (x, out, embeddings, offset)
     inner = _smallest_stride(x)
+    if inner != 0 and by_position is not None:
+        embeddings = by_position(offset + seq)
+    args = (x, out, embeddings, offset)
     planes = _planes(x, out) if inner == 0 and seq <= _SHORT_SEQUENCE else None
     if planes is not None:
         width = max(_PLANE_CHUNK // max(seq, 1), 1)
@@ -643,17 +652,6 @@ def _planes(x: np.ndarray, out: np.ndarray) -> tuple[np.ndarray, np.ndarray] | N
         )
     except ValueError:
         return None
-
-
-def reads_table_by_position(x: np.ndarray) -> bool:
-    """Whether ``absolute_forward`` reads the table of a (seq, channel, batch)
-    view ``x`` one position at a time (all channels of a column), so that a
-    position-major table (F order) serves it best; otherwise it reads each
-    channel along positions (C order serves it best).
-
-    Only Julia's order, seq innermost, reads along positions.
-    """
-    return _smallest_stride(x) != 0
 
 
 @numba.njit(**JIT)

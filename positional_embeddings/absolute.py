@@ -17,7 +17,7 @@ from ._checks import (
     promote,
     resolve_positions,
 )
-from ._kernels import absolute_forward, absolute_table, reads_table_by_position
+from ._kernels import absolute_forward, absolute_table
 from ._views import run_forward
 from .frequencies import frequency_bands
 
@@ -182,8 +182,8 @@ def add_embeddings(
     or (batch, seq, channels) when ``batch_first``.  ``position_major``, if
     given, returns the same table in F order (at least its positions up to
     the argument), for the layouts of ``x`` that read it a position at a
-    time.  Checks follow Julia's AbsolutePE: channels
-    first, then the sequence length.
+    time.  Checks follow Julia's AbsolutePE: channels first, then the
+    sequence length.
     """
     batch_first = as_flag(batch_first, "batch_first")
     x = as_array(x, "x", 3)
@@ -201,7 +201,5 @@ def add_embeddings(
     start = resolve_positions(seq_len, (), table.shape[1], offset)
     out = output_for(x, promote(x.dtype, table.dtype), out)
     out_view = out.transpose(1, 2, 0) if batch_first else out
-    if position_major is not None and reads_table_by_position(view):
-        table = position_major(start + seq_len)
-    run_forward(absolute_forward, view, out_view, table, start)
+    run_forward(absolute_forward, view, out_view, table, start, position_major)
     return out
