@@ -23,7 +23,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-__all__ = ["MIN_BYTES_PER_THREAD", "run_ranges", "thread_count"]
+__all__ = ["MIN_BYTES_PER_THREAD", "run_ranges", "serial", "thread_count"]
 
 MIN_BYTES_PER_THREAD = 6 << 20
 """Below this much memory traffic per thread, splitting does not pay.
@@ -82,6 +82,11 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_pool)
 
 
+def serial(cost: int) -> bool:
+    """Whether ``run_ranges`` runs a call of this cost in the calling thread alone."""
+    return _threads == 1 or cost < 2 * MIN_BYTES_PER_THREAD
+
+
 def run_ranges(kernel: Callable[..., None], length: int, cost: int, *args: Any) -> None:
     """Call ``kernel(*args, start, stop)`` over ranges that cover ``0 .. length`` once.
 
@@ -91,11 +96,7 @@ def run_ranges(kernel: Callable[..., None], length: int, cost: int, *args: Any) 
     run concurrently.  Exceptions from any range are raised here after every
     range has finished.
     """
-    threads = (
-        1
-        if cost < 2 * MIN_BYTES_PER_THREAD
-        else min(_threads, length, cost // MIN_BYTES_PER_THREAD)
-    )
+    threads = 1 if serial(cost) else min(_threads, length, cost // MIN_BYTES_PER_THREAD)
     if threads <= 1:
         kernel(*args, 0, length)
         return

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from positional_embeddings import AbsolutePE, RoPE, _parallel
+from positional_embeddings import AbsolutePE, RoPE, _kernels, _parallel
 from positional_embeddings.layouts import half_to_interleaved, interleaved_to_half
 
 import reference
@@ -281,3 +281,40 @@ def test_rope_sequence_innermost_across_position_blocks(monkeypatch, threads, in
             )
             assert_bitwise_equal(rope(x, offset=offset, positions=positions), expected)
         assert_bitwise_equal(x, before)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_rope_few_positions_loop_over_positions_outermost(monkeypatch, threads, interleaved):
+    """Calls with one or two positions (decoding) that run on one thread
+    loop over positions outermost, in both memory orders; three positions,
+    or a call split over threads, keep the usual loops.  Every loop gives
+    the oracle's bits for offsets, position ids per position and per column,
+    odd interleaved heads, float16 and integers, in place too, and leaves
+    the input alone."""
+    monkeypatch.setattr(_parallel, "_threads", threads)
+    monkeypatch.setattr(_parallel, "MIN_BYTES_PER_THREAD", 1 if threads > 1 else 1 << 40)
+    few = {"C": _kernels._rope_few_positions_batch, "F": _kernels._rope_few_positions_head}
+    head = 7 if interleaved else 8
+    rope = RoPE(head, 50, interleaved=interleaved)
+    pairs = (reference.interleaved_pairs if interleaved else reference.half_pairs)(head)
+    for seq in (1, 2, 3):
+        ids = np.random.default_rng(seq).integers(0, 50, seq)
+        per_column = np.random.default_rng(seq).integers(0, 50, (seq, 5))
+        for dtype in (np.float32, np.float16, np.int32):
+            for order in ("C", "F"):
+                x = np.asarray(sample((head, seq, 5), dtype, seed=seq), order=order)
+                before = x.copy()
+                loop = _kernels._rope_loop(x, 0, 2 * x.nbytes)[0]
+                assert (loop is few[order]) == (seq <= 2 and threads == 1)
+                for offset, positions in ((0, None), (47, None), (0, ids), (0, per_column)):
+                    where = np.arange(seq) + offset if positions is None else positions
+                    expected = reference.rope_apply_pairs(
+                        x, rope.cos_cached, rope.sin_cached, pairs, where.reshape(seq, -1)
+                    )
+                    assert_bitwise_equal(rope(x, offset=offset, positions=positions), expected)
+                    assert_bitwise_equal(x, before)
+                    if dtype == np.float32:
+                        in_place = x.copy(order="K")
+                        rope(in_place, out=in_place, offset=offset, positions=positions)
+                        assert_bitwise_equal(in_place, expected)
