@@ -376,15 +376,20 @@ class RoPE:
 
 def _fits(out: Any, x: np.ndarray, layout: tuple[Any, ...]) -> bool:
     """Whether ``out`` is exactly the kind of array a remembered direct call
-    writes: ``layout`` is its (shape, strides, dtype); writeable and aligned
-    (``behaved``); ``x`` itself or no overlap with it (what ``output_for``
-    would check, for that one layout).  Two arrays that each own their
-    memory cannot overlap, which spares the slower bounds check."""
+    writes: ``layout`` is its (shape, strides, dtype), the dtype the very
+    object (cheaper to compare; an equal copy of it only takes the slow
+    path); writeable and aligned (``behaved``); ``x`` itself or no overlap
+    with it (what ``output_for`` would check, for that one layout).  Two
+    arrays that each own their memory cannot overlap, which spares the
+    slower bounds check."""
+    shape, strides, dtype = layout
     return (
         type(out) is np.ndarray
-        and (out.shape, out.strides, out.dtype) == layout
-        and out.flags.behaved
-        and (out is x or (out.flags.owndata and x.flags.owndata) or not np.may_share_memory(x, out))
+        and out.dtype is dtype
+        and out.strides == strides
+        and out.shape == shape
+        and (flags := out.flags).behaved
+        and (out is x or (flags.owndata and x.flags.owndata) or not np.may_share_memory(x, out))
     )
 
 
