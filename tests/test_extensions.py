@@ -219,7 +219,9 @@ def test_absolute_channel_innermost_across_position_blocks(monkeypatch, threads)
     """Channel-innermost loops (batch-first inputs, 64 positions at a time;
     C order with batch rows shorter than a vector, one position at a time;
     split over threads): partial last blocks, offsets and every split give
-    the oracle's bits, next to the batch-innermost loop of a longer batch."""
+    the oracle's bits, next to the batch-innermost loop of longer batches
+    (one position at a time; a single position split into blocks of
+    channels)."""
     monkeypatch.setattr(_parallel, "_threads", threads)
     monkeypatch.setattr(_parallel, "MIN_BYTES_PER_THREAD", 1 if threads > 1 else 1 << 40)
     pe = AbsolutePE(10, 200)
@@ -228,7 +230,14 @@ def test_absolute_channel_innermost_across_position_blocks(monkeypatch, threads)
         x = sample((3, seq, 10), np.float32, seed=seq)  # (batch, seq, features)
         expected = reference.absolute_apply(x.transpose(1, 2, 0), table).transpose(2, 0, 1)
         assert_bitwise_equal(pe(x, batch_first=True, offset=offset), expected)
-        for batch, dtype in ((2, np.float32), (3, np.float64), (4, np.int16), (9, np.float32)):
+        for batch, dtype in (
+            (2, np.float32),
+            (3, np.float64),
+            (3, np.int16),
+            (4, np.int16),
+            (9, np.float32),
+            (33, np.float64),
+        ):
             x = sample((seq, 10, batch), dtype, seed=batch)  # C order: batch innermost
             before = x.copy()
             expected = reference.absolute_apply(x, table)
