@@ -406,10 +406,11 @@ def _rope_inner_batch(x, out, cos, sin, pairing, shared, positions, start, stop)
     (and, for an odd head, the unpaired last channel as one more unit)."""
     half = x.shape[0] // 2
     for i in range(start, stop):
-        for s in range(x.shape[1]):
-            if i == half:
+        if i == half:
+            for s in range(x.shape[1]):
                 _pass_through_row(x, out, s)
-            else:
+        else:
+            for s in range(x.shape[1]):
                 _rotate_rows(x, out, cos, sin, pairing, shared, positions, i, s)
 
 
@@ -541,8 +542,8 @@ def rope_forward(
 def _rope_loop(x: np.ndarray, positions: int | np.ndarray, traffic: int) -> tuple[Any, int]:
     """The RoPE loop for ``x``'s layout and the length of its outer range:
     innermost along the smallest stride (seq only with one position per
-    sequence index); positions outermost for a call of ``_FEW_POSITIONS``
-    that runs on one thread."""
+    sequence index); positions outermost for a call of at most
+    ``_FEW_POSITIONS`` positions that runs on one thread."""
     head, seq, batch = x.shape
     inner = _smallest_stride(x)
     few = seq <= _FEW_POSITIONS and _parallel.serial(traffic)
