@@ -190,22 +190,9 @@ def rope_call(
     ``rope-in-cache``) or ``rope(x, out=x)`` (``rope-inplace``)."""
     rope = RoPE(shape[0], shape[1], T=dtype)
     x = _array(shape, dtype, order)
-    contenders: dict[str, Callable[[], object] | None] = {}
-    if group == "rope":
-        case, floor = "rope(x)", "x.copy()"
-        contenders |= {"floor": partial(x.copy, order="K"), "ours": partial(rope, x)}
-    elif group == "rope-inplace":
-        case, floor = "rope(x, out=x)", "np.copyto"
-        target = x.copy(order="K")
-        contenders |= {
-            "floor": partial(np.copyto, target, x),
-            "ours": partial(rope, target, out=target),
-        }
-    else:
-        case = "in-cache rope(x, out=out)" if group == "rope-in-cache" else "rope(x, out=out)"
-        floor = "np.copyto"
-        out = np.empty_like(x)
-        contenders |= {"floor": partial(np.copyto, out, x), "ours": partial(rope, x, out=out)}
+    writes = {"rope": "new", "rope-inplace": "x"}.get(group, "out")
+    contenders, floor = _plain_call(rope, x, writes)
+    case = f"{'in-cache ' if group == 'rope-in-cache' else ''}{_CALL[writes].format('rope')}"
     contenders |= {"numpy": rope_numpy(rope, x), "torch": rope_torch(rope, x)}
     return _measure(group, case, x, order, contenders, floor, settings)
 
@@ -241,25 +228,33 @@ def thread_split(settings: Settings, shape: tuple[int, ...], threads: int) -> Ro
     return _measure("threads", case, x, "C", contenders, "np.copyto", settings)
 
 
+_CALL = {"new": "{}(x)", "out": "{}(x, out=out)", "x": "{}(x, out=x)"}
+"""How each way of writing the result reads in the table."""
+
+
 def _plain_call(
-    layer: Callable[..., object], x: np.ndarray, with_out: bool
+    layer: Callable[..., object], x: np.ndarray, writes: str
 ) -> tuple[dict[str, Callable[[], object] | None], str]:
-    """The package's ``layer(x)`` or ``layer(x, out=out)`` and its floor, with the floor's name."""
-    if with_out:
-        out = np.empty_like(x)
-        calls = {"floor": partial(np.copyto, out, x), "ours": partial(layer, x, out=out)}
-        return calls, "np.copyto"
-    return {"floor": partial(x.copy, order="K"), "ours": partial(layer, x)}, "x.copy()"
+    """The package's call and its floor, with the floor's name: ``layer(x)``
+    against ``x.copy()`` (``writes="new"``), ``layer(x, out=out)`` (``"out"``)
+    or ``layer(x, out=x)`` in place (``"x"``, on a copy of ``x``) against
+    ``np.copyto``."""
+    if writes == "new":
+        return {"floor": partial(x.copy, order="K"), "ours": partial(layer, x)}, "x.copy()"
+    out = np.empty_like(x)
+    ours = partial(layer, x, out=out) if writes == "out" else partial(layer, out, out=out)
+    return {"floor": partial(np.copyto, out, x), "ours": ours}, "np.copyto"
 
 
-def decode(settings: Settings, order: str, with_out: bool) -> Row:
+def decode(settings: Settings, order: str, writes: str) -> Row:
     """One token of decoding, ``(128, 1, 32)`` float32: microseconds per call."""
     rope = RoPE(128, 4096)
     x = _array((128, 1, 32), np.float32, order)
-    contenders, floor = _plain_call(rope, x, with_out)
+    contenders, floor = _plain_call(rope, x, writes)
     contenders |= {"numpy": rope_numpy(rope, x), "torch": rope_torch(rope, x)}
-    case = "decode rope(x, out=out)" if with_out else "decode rope(x)"
-    return _measure("decode", case, x, order, contenders, floor, settings)
+    return _measure(
+        "decode", f"decode {_CALL[writes].format('rope')}", x, order, contenders, floor, settings
+    )
 
 
 def _absolute_pe(features: int, seq: int) -> AbsolutePE:
@@ -273,7 +268,7 @@ def pe_call(settings: Settings, shape: tuple[int, ...], order: str, with_out: bo
     """``pe(x)`` (group ``pe``) or ``pe(x, out=out)`` (``pe-out``), float32."""
     pe = _absolute_pe(shape[1], shape[0])
     x = _array(shape, np.float32, order)
-    contenders, floor = _plain_call(pe, x, with_out)
+    contenders, floor = _plain_call(pe, x, "out" if with_out else "new")
     contenders |= {"numpy": pe_numpy(pe, x), "torch": pe_torch(pe, x)}
     group, case = ("pe-out", "pe(x, out=out)") if with_out else ("pe", "pe(x)")
     return _measure(group, case, x, order, contenders, floor, settings)
@@ -289,7 +284,7 @@ def other_layout(settings: Settings, kind: str, shape: tuple[int, ...]) -> Row:
         case = "pe(x, batch_first=True)"
     else:
         layer, case = RoPE(shape[0], shape[1]), "rope(x), one batch column"
-    contenders, floor = _plain_call(layer, x, with_out=False)
+    contenders, floor = _plain_call(layer, x, "new")
     return _measure("layouts", case, x, "C", contenders, floor, settings)
 
 
@@ -383,6 +378,7 @@ def all_cases(quick: bool) -> list[Case]:
         ("rope-out", large, np.float32),
         ("rope-inplace", large, np.float32),
         ("rope-in-cache", size((128, 512, 32), (128, 16, 4)), np.float32),
+        ("rope-inplace", size((128, 512, 32), (128, 16, 4)), np.float32),
     ]
     cases = [
         Case(group, partial(rope_call, group=group, shape=shape, dtype=dtype, order=order))
@@ -395,8 +391,8 @@ def all_cases(quick: bool) -> list[Case]:
         for threads in (1, 2)
     ]
     cases += [
-        Case("decode", partial(decode, order=order, with_out=with_out))
-        for with_out in (False, True)
+        Case("decode", partial(decode, order=order, writes=writes))
+        for writes in ("new", "out", "x")
         for order in "CF"
     ]
     absolute = size((4096, 512, 16), (64, 512, 2))

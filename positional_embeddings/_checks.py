@@ -142,7 +142,7 @@ def output_for(x: np.ndarray, dtype: np.dtype, out: Any) -> np.ndarray:
         )
     if not out.flags.writeable:
         raise ValueError("out must be writeable, got a read-only array")
-    if np.may_share_memory(x, out) and not _same_view(x, out):
+    if out is not x and np.may_share_memory(x, out) and not _same_view(x, out):
         raise ValueError(
             "out overlaps x without being x itself; pass out=x for in place, or a separate array"
         )

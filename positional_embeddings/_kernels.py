@@ -287,6 +287,24 @@ def _ov_per_column(positions):  # type: ignore[no-untyped-def]
     return lambda positions: varies
 
 
+def _written(x, out):  # type: ignore[no-untyped-def]
+    """The array a loop writes: ``out``, or ``x`` itself when ``out`` is None.
+
+    In place, callers pass None rather than ``x`` twice: the compiled loop
+    then sees one array, and the compiler can tell that each iteration only
+    rewrites what it has just read.  Given two arrays, the compiler checks
+    them for overlap before every vectorised loop and, since they are one
+    and the same, takes its scalar fallback (in-cache calls in place ran
+    2-4x slower than with a separate ``out``)."""
+
+
+@overload(_written, jit_options=JIT)
+def _ov_written(x, out):  # type: ignore[no-untyped-def]
+    if isinstance(out, types.NoneType):
+        return lambda x, out: x
+    return lambda x, out: out
+
+
 @numba.njit(**JIT)
 def _rotate(x1, x2, c1, s1, c2, s2, out):  # type: ignore[no-untyped-def]
     """One RoPE pair, exactly Julia's ``x .* cos + neg_half(x) .* sin``.
@@ -392,6 +410,7 @@ def _pass_through_row(x, out, s):  # type: ignore[no-untyped-def]
 @numba.njit(**JIT)
 def _rope_inner_head(x, out, cos, sin, pairing, shared, positions, start, stop):  # type: ignore[no-untyped-def]
     """RoPE with the head axis innermost (F order); outer range over (batch, seq)."""
+    out = _written(x, out)
     head, seq, _ = x.shape
     for b in _rows(start, stop, seq):
         for s in _columns(start, stop, seq, b):
@@ -404,6 +423,7 @@ def _rope_inner_head(x, out, cos, sin, pairing, shared, positions, start, stop):
 def _rope_inner_batch(x, out, cos, sin, pairing, shared, positions, start, stop):  # type: ignore[no-untyped-def]
     """RoPE with the batch axis innermost (C order); outer range over pairs
     (and, for an odd head, the unpaired last channel as one more unit)."""
+    out = _written(x, out)
     half = x.shape[0] // 2
     for i in range(start, stop):
         if i == half:
@@ -419,6 +439,7 @@ def _rope_few_positions_head(x, out, cos, sin, pairing, shared, positions, start
     """``_rope_inner_head`` for a few positions (decoding): range over
     positions, every batch column of one position in a loop over the whole
     batch axis."""
+    out = _written(x, out)
     head, _, batch = x.shape
     for s in range(start, stop):
         for b in range(batch):
@@ -432,6 +453,7 @@ def _rope_few_positions_head(x, out, cos, sin, pairing, shared, positions, start
 def _rope_few_positions_batch(x, out, cos, sin, pairing, shared, positions, start, stop):  # type: ignore[no-untyped-def]
     """``_rope_inner_batch`` for a few positions (decoding): range over
     positions, every pair of one position in a loop over the whole head."""
+    out = _written(x, out)
     for s in range(start, stop):
         for i in range(x.shape[0] // 2):
             _rotate_rows(x, out, cos, sin, pairing, shared, positions, i, s)
@@ -448,6 +470,7 @@ def _rope_inner_seq(x, out, cos, sin, pairing, shared, positions, start, stop): 
     The tables are read along positions, so each block's columns are first
     copied into small position-major buffers.
     """
+    out = _written(x, out)
     head, seq, batch = x.shape
     half = head // 2
     last = head - 1
@@ -497,6 +520,11 @@ loop, F order 0.8-0.9x; two positions 0.7x and 0.9x; three or four no
 faster."""
 
 
+def _traffic(x: np.ndarray, out: np.ndarray | None) -> int:
+    """Bytes a forward pass reads and writes (``out`` None: in place)."""
+    return x.nbytes + (x if out is None else out).nbytes
+
+
 def _short_batch(x: np.ndarray) -> bool:
     """Whether the batch rows of a C-order (a, b, batch) view are too short to vectorise."""
     return x.shape[2] * x.itemsize < _SHORT_ROW_BYTES
@@ -516,7 +544,7 @@ def _smallest_stride(x: np.ndarray) -> int:
 
 def rope_forward(
     x: np.ndarray,
-    out: np.ndarray,
+    out: np.ndarray | None,
     cos: np.ndarray,
     sin: np.ndarray,
     pairing: int | None,
@@ -526,7 +554,8 @@ def rope_forward(
     """Rotate ``x`` (head, seq, batch) into ``out`` with tables (head, positions).
 
     ``x`` is float16 as ``F16_RECORD``, or bool/integer/float32/float64;
-    ``out`` is float32/float64, or uint16 holding float16 bits.  ``pairing``
+    ``out`` is float32/float64, or uint16 holding float16 bits, or None to
+    rotate ``x`` in place.  ``pairing``
     is an int (any) for the half split or None for interleaved pairs;
     ``shared`` True when the two rows of every pair are equal in both
     tables, else None; ``positions`` an offset, one id per position (seq,)
@@ -534,7 +563,7 @@ def rope_forward(
     smaller stride of the head and batch axes; large calls are split over
     threads.
     """
-    traffic = x.nbytes + out.nbytes
+    traffic = _traffic(x, out)
     kernel, length = _rope_loop(x, positions, traffic)
     run_ranges(kernel, length, traffic, x, out, cos, sin, pairing, shared, positions)
 
@@ -556,7 +585,7 @@ def _rope_loop(x: np.ndarray, positions: int | np.ndarray, traffic: int) -> tupl
 
 def rope_direct(
     x: np.ndarray,
-    out: np.ndarray,
+    out: np.ndarray | None,
     cos: np.ndarray,
     sin: np.ndarray,
     pairing: int | None,
@@ -570,7 +599,7 @@ def rope_direct(
     Repeated small calls (decoding one token at a time) then skip the loop
     choice and Numba's type dispatch.
     """
-    traffic = x.nbytes + out.nbytes
+    traffic = _traffic(x, out)
     if not _parallel.serial(traffic):
         return None
     kernel, length = _rope_loop(x, 0, traffic)
@@ -582,6 +611,7 @@ def rope_direct(
 @numba.njit(**JIT)
 def _absolute_inner_seq(x, out, embeddings, offset, start, stop):  # type: ignore[no-untyped-def]
     """AbsolutePE with the seq axis innermost (Julia's order); outer range over (batch, channel)."""
+    out = _written(x, out)
     seq, channels, _ = x.shape
     for b in _rows(start, stop, channels):
         for c in _columns(start, stop, channels, b):
@@ -600,6 +630,17 @@ rows that short spend much of their time setting up each row's loop
 row by row, 512 and longer no faster)."""
 
 
+def _run_of(out, first, n, b):  # type: ignore[no-untyped-def]
+    """``out[first : first + n, b]``, or None when ``out`` is None (in place)."""
+
+
+@overload(_run_of, jit_options=JIT)
+def _ov_run_of(out, first, n, b):  # type: ignore[no-untyped-def]
+    if isinstance(out, types.NoneType):
+        return lambda out, first, n, b: None
+    return lambda out, first, n, b: out[first : first + n, b]
+
+
 @numba.njit(**JIT)
 def _absolute_planes(x, out, embeddings, offset, width, start, stop):  # type: ignore[no-untyped-def]
     """AbsolutePE in Julia's order when each batch column's (seq, channel)
@@ -607,7 +648,9 @@ def _absolute_planes(x, out, embeddings, offset, width, start, stop):  # type: i
     views of it.  Range over chunks of ``width`` channels: the chunk's table
     rows are copied into one buffer, laid out as the planes are, then added
     to every batch column in a single loop (instead of one short loop per
-    channel and column).
+    channel and column).  In place, each run is written through the very
+    slice it is read from (slices of one array taken twice would look like
+    two arrays to the compiler).
     """
     channels = embeddings.shape[0]
     seq = x.shape[0] // max(channels, 1)
@@ -623,9 +666,9 @@ def _absolute_planes(x, out, embeddings, offset, width, start, stop):  # type: i
         first, n = c0 * seq, (c1 - c0) * seq
         for b in range(x.shape[1]):
             xs = x[first : first + n, b]
-            os = out[first : first + n, b]
+            os = _written(xs, _run_of(out, first, n, b))
             for j in range(n):
-                os[j] = _add(_load(xs[j]), chunk[j], out)
+                os[j] = _add(_load(xs[j]), chunk[j], os)
 
 
 @numba.njit(**JIT)
@@ -639,6 +682,7 @@ def _absolute_inner_channel(x, out, embeddings, offset, block, start, stop):  # 
     order with a batch too short to vectorise (channels strided) takes one
     position at a time, so that its few rows stay in the first-level cache.
     """
+    out = _written(x, out)
     seq, channels, batch = x.shape
     for k in range(start, stop):
         first = max(k, 0) * block
@@ -670,6 +714,7 @@ def _absolute_inner_batch(x, out, embeddings, offset, parts, start, stop):  # ty
     compiler checks the arrays for overlap once per position rather than
     before every batch row (rows of 8-32 float32: 1.1-1.5x faster than the
     range over (seq, channel) rows it replaced)."""
+    out = _written(x, out)
     channels = x.shape[1]
     if parts == 1:
         for s in range(start, stop):
@@ -684,7 +729,7 @@ def _absolute_inner_batch(x, out, embeddings, offset, parts, start, stop):  # ty
 
 def absolute_forward(
     x: np.ndarray,
-    out: np.ndarray,
+    out: np.ndarray | None,
     embeddings: np.ndarray,
     offset: int,
     by_position: Callable[[int], np.ndarray] | None = None,
@@ -692,14 +737,15 @@ def absolute_forward(
     """``out[s, c, b] = x[s, c, b] + embeddings[c, s + offset]`` over (seq, channel, batch) views.
 
     Shared by every additive encoding (sinusoidal, learned): ``embeddings``
-    is any (channel, position) view.  The innermost loop runs along ``x``'s
+    is any (channel, position) view; ``out`` None adds in place.  The
+    innermost loop runs along ``x``'s
     smallest stride; large calls are split over threads.  Only Julia's order
     (seq innermost) reads the table along positions; the other loops read
     all channels of a position at once, from ``by_position(stop)`` if given:
     the same table in F order, covering at least positions ``0 .. stop-1``.
     """
     seq, channels, batch = x.shape
-    traffic = x.nbytes + out.nbytes
+    traffic = _traffic(x, out)
     inner = _smallest_stride(x)
     if inner != 0 and by_position is not None:
         embeddings = by_position(offset + seq)
@@ -720,13 +766,13 @@ def absolute_forward(
         run_ranges(_absolute_inner_batch, seq * parts, traffic, *args, parts)
 
 
-def _planes(x: np.ndarray, out: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """(seq*channels, batch) views of ``x`` and ``out``, or None if a batch
-    column's (seq, channel) plane is not one run in either."""
+def _planes(x: np.ndarray, out: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None] | None:
+    """(seq*channels, batch) views of ``x`` and ``out`` (None stays None), or
+    None if a batch column's (seq, channel) plane is not one run in either."""
     shape = (x.shape[0] * x.shape[1], x.shape[2])
     try:
-        return np.reshape(x, shape, order="F", copy=False), np.reshape(
-            out, shape, order="F", copy=False
+        return np.reshape(x, shape, order="F", copy=False), (
+            None if out is None else np.reshape(out, shape, order="F", copy=False)
         )
     except ValueError:
         return None

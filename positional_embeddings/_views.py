@@ -70,17 +70,28 @@ def run_forward(
 ) -> np.ndarray:
     """Run ``forward(x3, out3, *args)`` over 3-D views of ``x`` and ``out``; return ``out``.
 
+    ``out`` is separate from ``x`` or the same elements (the callers check).
+    In place, ``out3`` is None, which the loops take to mean "write into
+    ``x3``" and compile to vectorised loops (``_kernels._written``); not when
+    the two differ in storage type (integers rewritten as floats of the same
+    size) or ``x`` is a read-only view, where they stay two arrays.
     ``columns``, if given, is an array shaped like ``x.shape[1:]`` (one value
     per sequence position and batch column); its matching 2-D views are
     passed as the last argument.
     """
     x_kernel, out_kernel = _kernel_input(x), _kernel_output(out)
+    in_place = (
+        x_kernel.dtype == out_kernel.dtype
+        and (out is x or np.may_share_memory(x, out))
+        and x.flags.writeable
+    )
     if columns is None and x.ndim == 3:
-        forward(x_kernel, out_kernel, *args)
-    elif columns is None:
-        for x3, out3 in _three_d_views(x_kernel, out_kernel):
-            forward(x3, out3, *args)
-    else:
-        for x3, out3, columns3 in _three_d_views(x_kernel, out_kernel, columns[np.newaxis]):
-            forward(x3, out3, *args, columns3[0])
+        forward(x_kernel, None if in_place else out_kernel, *args)
+        return out
+    arrays: tuple[np.ndarray, ...] = (x_kernel,) if in_place else (x_kernel, out_kernel)
+    if columns is not None:
+        arrays += (columns[np.newaxis],)
+    for views in _three_d_views(*arrays):
+        out3 = None if in_place else views[1]
+        forward(views[0], out3, *args, *(() if columns is None else (views[-1][0],)))
     return out

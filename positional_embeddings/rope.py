@@ -260,7 +260,7 @@ class RoPE:
             the tables); a bad ``out``.
         """
         if positions is None and type(x) is np.ndarray and type(offset) is int:
-            direct = self._direct.get((x.shape, x.strides, x.dtype))
+            direct = self._direct.get((x.shape, x.strides, x.dtype, out is x))
             if direct is not None:
                 order, dtype, layout, last, entry, cos, sin, pairing, shared, length = direct
                 if 0 <= offset <= last:
@@ -268,7 +268,10 @@ class RoPE:
                         y = np.empty(x.shape, dtype, order)
                         entry(x, y, cos, sin, pairing, shared, offset, 0, length)
                         return y
-                    if _fits(out, x, layout):
+                    if out is x and x.flags.behaved:
+                        entry(x, None, cos, sin, pairing, shared, offset, 0, length)
+                        return x
+                    if out is not x and _fits(out, x, layout):
                         entry(x, out, cos, sin, pairing, shared, offset, 0, length)
                         return out
         return self._apply(x, out, offset, positions, self._kernel_tables, remember=True)
@@ -323,7 +326,7 @@ class RoPE:
         """Check, allocate, rotate.  With ``remember``, a checked 3-D call whose
         output is laid out as a new one would be leaves a direct call for the
         next input of the same shape, strides and dtype (``__call__``'s fast
-        path, with or without ``out``)."""
+        path: allocating or with ``out``, or in place after an in-place call)."""
         x = as_array(x, "x", 3)
         head_size, seq_len = x.shape[0], x.shape[1]
         if head_size != self.head_size:
@@ -349,12 +352,15 @@ class RoPE:
             return
         if out.strides != np.empty_like(x, out.dtype, "K").strides:
             return
-        direct = rope_direct(x, out, tables[0], tables[1], self._pairing, self._shared)
+        in_place = out is x  # the loop compiled to write into x (see run_forward)
+        direct = rope_direct(
+            x, None if in_place else out, tables[0], tables[1], self._pairing, self._shared
+        )
         if direct is not None:
             if len(self._direct) >= 64:  # many shapes in turn: keep the cache small
                 self._direct.clear()
             last = self.cos_cached.shape[1] - x.shape[1]
-            self._direct[(x.shape, x.strides, x.dtype)] = (
+            self._direct[(x.shape, x.strides, x.dtype, in_place)] = (
                 order,
                 out.dtype,
                 (x.shape, out.strides, out.dtype),
@@ -375,13 +381,13 @@ class RoPE:
 
 
 def _fits(out: Any, x: np.ndarray, layout: tuple[Any, ...]) -> bool:
-    """Whether ``out`` is exactly the kind of array a remembered direct call
-    writes: ``layout`` is its (shape, strides, dtype), the dtype the very
-    object (cheaper to compare; an equal copy of it only takes the slow
-    path); writeable and aligned (``behaved``); ``x`` itself or no overlap
-    with it (what ``output_for`` would check, for that one layout).  Two
-    arrays that each own their memory cannot overlap, which spares the
-    slower bounds check."""
+    """Whether ``out``, not ``x`` itself, is exactly the kind of array a
+    remembered direct call writes: ``layout`` is its (shape, strides,
+    dtype), the dtype the very object (cheaper to compare; an equal copy of
+    it only takes the slow path); writeable and aligned (``behaved``); no
+    overlap with ``x`` (what ``output_for`` would check, for that one
+    layout).  Two arrays that each own their memory cannot overlap, which
+    spares the slower bounds check."""
     shape, strides, dtype = layout
     return (
         type(out) is np.ndarray
@@ -389,7 +395,7 @@ def _fits(out: Any, x: np.ndarray, layout: tuple[Any, ...]) -> bool:
         and out.strides == strides
         and out.shape == shape
         and (flags := out.flags).behaved
-        and (out is x or (flags.owndata and x.flags.owndata) or not np.may_share_memory(x, out))
+        and ((flags.owndata and x.flags.owndata) or not np.may_share_memory(x, out))
     )
 
 

@@ -40,7 +40,8 @@ def test_quick_run_prints_the_table_and_writes_markdown_and_json(tmp_path: Path)
     assert (
         lines[2].split() == "case shape order dtype median GB/s vs floor vs numpy vs torch".split()
     )
-    assert "rope(x)  " in result.stdout and "decode rope(x, out=out)" in result.stdout
+    assert "rope(x)  " in result.stdout
+    assert "decode rope(x, out=out)" in result.stdout and "decode rope(x, out=x)" in result.stdout
     assert "Targets: not checked with --quick" in result.stdout
 
     data = json.loads(payload.read_text(encoding="utf-8"))

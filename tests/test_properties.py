@@ -23,9 +23,9 @@ TABLE_DTYPES = st.sampled_from([np.float16, np.float32, np.float64])
 
 
 @st.composite
-def arrays_in_any_layout(draw, first: int, second: int):
+def arrays_in_any_layout(draw, first: int, second: int, dtypes=INPUT_DTYPES):
     """An array (first, second, rest...) as C, F, or a strided, reversed view."""
-    dtype = draw(INPUT_DTYPES)
+    dtype = draw(dtypes)
     shape = (first, second, *tuple(draw(st.lists(st.integers(0, 3), min_size=1, max_size=3))))
     x = draw(hnp.arrays(dtype, shape, elements=_elements(dtype)))
     layout = draw(st.sampled_from(["C", "F", "strided"]))
@@ -53,6 +53,21 @@ def test_rope_matches_reference(data, half, T):
     before = x.copy()
     assert_bitwise_equal(rope(x), reference.rope_apply(x, rope.cos_cached, rope.sin_cached))
     assert_bitwise_equal(x, before)
+
+
+@given(data=st.data(), half=st.integers(0, 8), channels=st.sampled_from([1, 2, 4, 6]))
+def test_in_place_matches_a_separate_output(data, half, channels):
+    """``out=x`` in any layout gives the bits of a new output (x's dtype is
+    its own promotion: float32 or float64 with tables of that type)."""
+    dtype = data.draw(st.sampled_from([np.float32, np.float64]))
+    for encoding, first, second in (
+        (RoPE(2 * half, 6, T=dtype), 2 * half, data.draw(st.integers(1, 6))),
+        (AbsolutePE(channels, 6), data.draw(st.integers(1, 6)), channels),
+    ):
+        x = data.draw(arrays_in_any_layout(first, second, st.just(dtype)))
+        expected = encoding(x)
+        assert encoding(x, out=x) is x
+        assert_bitwise_equal(x, expected)
 
 
 @given(data=st.data(), half=st.integers(1, 8))
