@@ -287,6 +287,31 @@ def _ov_per_column(positions):  # type: ignore[no-untyped-def]
     return lambda positions: varies
 
 
+def _sequence_window(row, positions, seq):  # type: ignore[no-untyped-def]
+    """The part of a table row (positions innermost) that a sequence reads:
+    ``row[offset : offset + seq]`` for an offset, the whole row for ids."""
+
+
+@overload(_sequence_window, jit_options=JIT)
+def _ov_sequence_window(row, positions, seq):  # type: ignore[no-untyped-def]
+    if isinstance(positions, types.Integer):
+        return lambda row, positions, seq: row[positions : positions + seq]
+    return lambda row, positions, seq: row
+
+
+def _window_index(positions, s):  # type: ignore[no-untyped-def]
+    """Where sequence index ``s`` reads its ``_sequence_window``: ``s`` itself
+    after an offset (an index the compiler sees is never negative, so the
+    loop vectorises), ``positions[s]`` for ids."""
+
+
+@overload(_window_index, jit_options=JIT)
+def _ov_window_index(positions, s):  # type: ignore[no-untyped-def]
+    if isinstance(positions, types.Integer):
+        return lambda positions, s: s
+    return lambda positions, s: positions[s]
+
+
 def _written(x, out):  # type: ignore[no-untyped-def]
     """The array a loop writes: ``out``, or ``x`` itself when ``out`` is None.
 
@@ -335,20 +360,8 @@ def _pass_through(value, out):  # type: ignore[no-untyped-def]
 
 
 _POSITION_BLOCK = 64
-"""Positions per block of the loops that walk positions in blocks (RoPE with
-the seq axis innermost copies their table columns; AbsolutePE batch-first
-walks every batch column of a block in turn)."""
-
-
-@numba.njit(**JIT)
-def _block(k, seq):  # type: ignore[no-untyped-def]
-    """First position and size of block ``k`` of ``_POSITION_BLOCK`` positions.
-
-    The first position is visibly non-negative, so indices ``first + t``
-    need no wrap-around and the loops over ``t`` vectorise.
-    """
-    first = max(k, 0) * _POSITION_BLOCK
-    return first, min(_POSITION_BLOCK, seq - first)
+"""Positions per block of AbsolutePE's loop with the channel axis innermost
+(batch-first input walks every batch column of a block in turn)."""
 
 
 @numba.njit(**JIT)
@@ -463,41 +476,41 @@ def _rope_few_positions_batch(x, out, cos, sin, pairing, shared, positions, star
 
 @numba.njit(**JIT)
 def _rope_inner_seq(x, out, cos, sin, pairing, shared, positions, start, stop):  # type: ignore[no-untyped-def]
-    """RoPE with the seq axis innermost (C order with a single batch column);
-    range over blocks of ``_POSITION_BLOCK`` positions.  One position per
-    sequence index (not per column).
+    """RoPE with the seq axis innermost (C order with a single batch column)
+    on (head, batch, seq) views; outer range over pairs (and, for an odd
+    head, the unpaired last channel as one more unit), as
+    ``_rope_inner_batch``.  One position per sequence index (not per column).
 
-    The tables are read along positions, so each block's columns are first
-    copied into small position-major buffers.
+    ``cos`` and ``sin`` are the tables with positions innermost (C order),
+    so each pair reads its table rows along the sequence, as it reads ``x``.
+    With the seq axis last, a C-contiguous view tells the compiler that its
+    elements are adjacent, and the loop vectorises.
     """
     out = _written(x, out)
-    head, seq, batch = x.shape
+    head, batch, seq = x.shape
     half = head // 2
-    last = head - 1
-    cos_block = np.empty((head, _POSITION_BLOCK), cos.dtype)
-    sin_block = np.empty((head, _POSITION_BLOCK), sin.dtype)
-    for k in range(start, stop):
-        first, count = _block(k, seq)
-        for t in range(count):
-            p = _position(positions, first + t, 0)
-            for h in range(head):
-                cos_block[h, t] = cos[h, p]
-                sin_block[h, t] = sin[h, p]
-        for i in range(half):
-            h1, h2 = _pair(i, half, pairing)
-            c1, s1 = cos_block[h1], sin_block[h1]
-            t2 = _table_row(h1, h2, shared)
-            c2, s2 = cos_block[t2], sin_block[t2]
+    for i in range(start, stop):
+        if i == half:
             for b in range(batch):
-                for t in range(count):
-                    s = first + t
-                    out[h1, s, b], out[h2, s, b] = _rotate(
-                        _load(x[h1, s, b]), _load(x[h2, s, b]), c1[t], s1[t], c2[t], s2[t], out
-                    )
-        if head % 2:
-            for b in range(batch):
-                for t in range(count):
-                    out[last, first + t, b] = _pass_through(x[last, first + t, b], out)
+                for s in range(seq):
+                    out[head - 1, b, s] = _pass_through(x[head - 1, b, s], out)
+            continue
+        h1, h2 = _pair(i, half, pairing)
+        t2 = _table_row(h1, h2, shared)
+        c1, s1 = (
+            _sequence_window(cos[h1], positions, seq),
+            _sequence_window(sin[h1], positions, seq),
+        )
+        c2, s2 = (
+            _sequence_window(cos[t2], positions, seq),
+            _sequence_window(sin[t2], positions, seq),
+        )
+        for b in range(batch):
+            for s in range(seq):
+                p = _window_index(positions, s)
+                out[h1, b, s], out[h2, b, s] = _rotate(
+                    _load(x[h1, b, s]), _load(x[h2, b, s]), c1[p], s1[p], c2[p], s2[p], out
+                )
 
 
 _SHORT_ROW_BYTES = 32
@@ -549,6 +562,7 @@ def rope_forward(
     sin: np.ndarray,
     pairing: int | None,
     shared: bool | None,
+    along_positions: Callable[[np.ndarray, int], np.ndarray],
     positions: int | np.ndarray,
 ) -> None:
     """Rotate ``x`` (head, seq, batch) into ``out`` with tables (head, positions).
@@ -560,12 +574,24 @@ def rope_forward(
     ``shared`` True when the two rows of every pair are equal in both
     tables, else None; ``positions`` an offset, one id per position (seq,)
     or per position and column (seq, batch).  The loop order follows the
-    smaller stride of the head and batch axes; large calls are split over
-    threads.
+    smallest stride of ``x``; large calls are split over threads.  The loop
+    along the sequence reads the tables as ``along_positions(table, stop)``
+    returns them: C order (positions innermost), covering at least
+    positions ``0 .. stop-1``.
     """
     traffic = _traffic(x, out)
     kernel, length = _rope_loop(x, positions, traffic)
+    if kernel is _rope_inner_seq:
+        stop = positions + x.shape[1] if isinstance(positions, int) else _stop(positions)
+        cos, sin = along_positions(cos, stop), along_positions(sin, stop)
+        x = x.transpose(0, 2, 1)
+        out = None if out is None else out.transpose(0, 2, 1)
     run_ranges(kernel, length, traffic, x, out, cos, sin, pairing, shared, positions)
+
+
+def _stop(positions: np.ndarray) -> int:
+    """One past the largest position id (0 for none)."""
+    return int(positions.max()) + 1 if positions.size else 0
 
 
 def _rope_loop(x: np.ndarray, positions: int | np.ndarray, traffic: int) -> tuple[Any, int]:
@@ -579,7 +605,7 @@ def _rope_loop(x: np.ndarray, positions: int | np.ndarray, traffic: int) -> tupl
     if inner == 2:
         return (_rope_few_positions_batch, seq) if few else (_rope_inner_batch, (head + 1) // 2)
     if inner == 1 and not (isinstance(positions, np.ndarray) and positions.ndim == 2):
-        return _rope_inner_seq, (seq + _POSITION_BLOCK - 1) // _POSITION_BLOCK
+        return _rope_inner_seq, (head + 1) // 2
     return (_rope_few_positions_head, seq) if few else (_rope_inner_head, seq * batch)
 
 
@@ -594,7 +620,8 @@ def rope_direct(
     """The compiled loop ``rope_forward`` ran for arrays like ``x`` and ``out``,
     as ``(entry, length)``: ``entry(x, out, cos, sin, pairing, shared,
     offset, 0, length)`` is that call for any arrays of the same types.
-    None where the call needs threads or has not been compiled yet.
+    None where the call needs threads, reads the tables along positions or
+    has not been compiled yet.
 
     Repeated small calls (decoding one token at a time) then skip the loop
     choice and Numba's type dispatch.
@@ -603,6 +630,8 @@ def rope_direct(
     if not _parallel.serial(traffic):
         return None
     kernel, length = _rope_loop(x, 0, traffic)
+    if kernel is _rope_inner_seq:  # reads other tables (``rope_forward``)
+        return None
     arguments = (x, out, cos, sin, pairing, shared, 0, 0, length)
     compiled = kernel.overloads.get(tuple(kernel.typeof_pyval(a) for a in arguments))
     return None if compiled is None else (compiled.entry_point, length)

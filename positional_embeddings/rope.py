@@ -82,6 +82,12 @@ class RoPE:
     constructor ``RoPE(head_size, cos_cached, sin_cached)`` is
     :meth:`RoPE.from_tables`.
 
+    The tables are stored column by column (F order, as Julia stores
+    them), which every layout of ``x`` reads along the head axis but one:
+    C order with a single batch column runs along the sequence, and reads
+    C-order copies of the tables instead, kept for the next call and
+    covering the positions used so far (grown by doubling).
+
     Examples
     --------
     >>> import numpy as np
@@ -101,6 +107,7 @@ class RoPE:
         "_direct",
         "_kernel_tables",
         "_pairing",
+        "_position_rows",
         "_shared",
         "cos_cached",
         "head_size",
@@ -212,6 +219,7 @@ class RoPE:
         self._shared = shared
         self._backward_sin: np.ndarray | None = None
         self._direct: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        self._position_rows: dict[int, np.ndarray] = {}
 
     def __call__(
         self,
@@ -335,14 +343,24 @@ class RoPE:
             )
         where = resolve_positions(seq_len, x.shape[1:], self.cos_cached.shape[1], offset, positions)
         out = output_for(x, promote(x.dtype, self.cos_cached.dtype), out)
+        args = (*tables, self._pairing, self._shared, self._along_positions)
         if isinstance(where, np.ndarray) and where.ndim > 1:
-            return run_forward(
-                rope_forward, x, out, *tables, self._pairing, self._shared, columns=where
-            )
-        run_forward(rope_forward, x, out, *tables, self._pairing, self._shared, where)
+            return run_forward(rope_forward, x, out, *args, columns=where)
+        run_forward(rope_forward, x, out, *args, where)
         if remember and x.ndim == 3 and np.float16 not in (x.dtype, out.dtype):
             self._remember(x, out, tables)
         return out
+
+    def _along_positions(self, table: np.ndarray, stop: int) -> np.ndarray:
+        """``table`` (a kernel table) in C order, positions innermost, for at
+        least positions ``0 .. stop - 1``, kept for the next call (grown by
+        doubling, up to the table's length)."""
+        kept = self._position_rows.get(id(table))
+        if kept is None or kept.shape[1] < stop:
+            length = max(stop, 2 * (0 if kept is None else kept.shape[1]))
+            kept = np.ascontiguousarray(table[:, : min(length, table.shape[1])])
+            self._position_rows[id(table)] = kept
+        return kept
 
     def _remember(self, x: np.ndarray, out: np.ndarray, tables: tuple[np.ndarray, ...]) -> None:
         """Keep the direct call for inputs like ``x`` when ``out`` is laid out as

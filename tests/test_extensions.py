@@ -269,11 +269,13 @@ def test_absolute_julia_order_in_plane_chunks(monkeypatch, threads):
 
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("interleaved", [False, True])
-def test_rope_sequence_innermost_across_position_blocks(monkeypatch, threads, interleaved):
-    """C-order inputs with one batch column loop along the sequence, 64
-    positions at a time (split over threads): partial last blocks, odd
-    interleaved heads, offsets and position ids give the oracle's bits,
-    float16 included, and the input is left alone."""
+def test_rope_sequence_innermost(monkeypatch, threads, interleaved):
+    """Inputs whose seq axis is innermost (C order with one batch column, or
+    a (head, batch, seq) array seen as (head, seq, batch)) loop along the
+    sequence, pair by pair (split over threads), reading C-order copies of
+    the tables that grow with the positions used: offsets, position ids,
+    odd interleaved heads, float16 and integers, the backward pass and in
+    place give the oracle's bits, and the input is left alone."""
     monkeypatch.setattr(_parallel, "_threads", threads)
     monkeypatch.setattr(_parallel, "MIN_BYTES_PER_THREAD", 1 if threads > 1 else 1 << 40)
     head = 7 if interleaved else 8
@@ -281,15 +283,23 @@ def test_rope_sequence_innermost_across_position_blocks(monkeypatch, threads, in
     pairs = (reference.interleaved_pairs if interleaved else reference.half_pairs)(head)
     ids = np.random.default_rng(5).integers(0, 300, 150)
     for dtype in (np.float32, np.float16, np.int32):
-        x = sample((head, 150, 1), dtype, seed=150)  # C order: the sequence axis is innermost
-        before = x.copy()
-        for offset, positions in ((0, None), (137, None), (0, ids)):
-            where = positions if positions is not None else np.arange(150) + offset
-            expected = reference.rope_apply_pairs(
-                x, rope.cos_cached, rope.sin_cached, pairs, where[:, np.newaxis]
-            )
-            assert_bitwise_equal(rope(x, offset=offset, positions=positions), expected)
-        assert_bitwise_equal(x, before)
+        one_column = sample((head, 150, 1), dtype, seed=150)  # C order: seq innermost
+        seq_last = sample((head, 3, 150), dtype, seed=3).transpose(0, 2, 1)
+        for x in (one_column, seq_last):
+            assert _kernels._rope_loop(x, 0, 2 * x.nbytes)[0] is _kernels._rope_inner_seq
+            before = x.copy()
+            for offset, positions in ((0, None), (3, None), (137, None), (0, ids)):
+                where = positions if positions is not None else np.arange(150) + offset
+                expected = reference.rope_apply_pairs(
+                    x, rope.cos_cached, rope.sin_cached, pairs, where[:, np.newaxis]
+                )
+                assert_bitwise_equal(rope(x, offset=offset, positions=positions), expected)
+            assert_bitwise_equal(x, before)
+    x = sample((head, 150, 1), np.float64, seed=1)
+    expected = rope.backward(np.asfortranarray(x), offset=100)  # the loop along the head
+    assert_bitwise_equal(rope.backward(x, offset=100), expected)
+    assert rope.backward(x, out=x, offset=100) is x
+    assert_bitwise_equal(x, expected)
 
 
 @pytest.mark.parametrize("threads", [1, 2])
