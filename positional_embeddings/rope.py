@@ -390,6 +390,27 @@ class RoPE:
                 direct[1],
             )
 
+    def __getstate__(self) -> dict[str, Any]:
+        """For pickle and copy: the tables and how channels pair.  What is kept
+        for faster calls (remembered compiled calls, which cannot be pickled,
+        and copies of the tables) is rebuilt by the copy as it is used."""
+        return {
+            "head_size": self.head_size,
+            "cos_cached": self.cos_cached,
+            "sin_cached": self.sin_cached,
+            "interleaved": self.interleaved,
+            "shared": self._shared,
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._set_tables(
+            state["head_size"],
+            state["cos_cached"],
+            state["sin_cached"],
+            state["interleaved"],
+            state["shared"],
+        )
+
     def __repr__(self) -> str:
         pairing = ", interleaved=True" if self.interleaved else ""
         return (

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import multiprocessing
 import os
+import pickle
 import shutil
 import subprocess
 import sys
@@ -15,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from positional_embeddings import AbsolutePE, RoPE, _parallel
+from positional_embeddings import AbsolutePE, LearnedPE, RelativePE, RoPE, _parallel
 
 from comparisons import assert_bitwise_equal
 
@@ -98,6 +100,34 @@ def test_process_pools_after_the_parent_used_the_library(method):
         results = pool.map_async(_rope_in_child, range(3)).get(timeout=300)
     for got, want in zip(results, expected, strict=False):
         assert_bitwise_equal(got, want)
+
+
+def test_used_encodings_pickle_and_copy():
+    """Models are saved and sent to worker processes after use: every encoding
+    object pickles and copies once called (RoPE's remembered compiled calls
+    stay behind), and the copy gives the same bits."""
+    rope = RoPE(8, 40)
+    decode = np.ones((8, 1, 3), np.float32)
+    one_column = np.ones((8, 20, 1), np.float32)  # keeps C-order copies of the tables
+    pe = AbsolutePE(8, 40)
+    batch_last = np.ones((20, 8, 16), np.float32)  # keeps a position-major table
+    learned, relative = LearnedPE(40, 8, seed=0), RelativePE(8, 4)
+    calls = [
+        (rope, lambda r: r(decode, offset=3)),
+        (rope, lambda r: r(one_column, offset=5)),
+        (rope, lambda r: r.backward(decode, offset=7)),
+        (pe, lambda p: p(batch_last, offset=2)),
+        (learned, lambda layer: layer(batch_last[:, :, :2])),
+        (relative, lambda layer: layer(5, 6)),
+    ]
+    for layer, call in calls:
+        call(layer)
+    for layer, call in calls:
+        for twin in (pickle.loads(pickle.dumps(layer)), copy.deepcopy(layer), copy.copy(layer)):
+            assert_bitwise_equal(call(twin), call(layer))
+            assert repr(twin) == repr(layer)
+    twin = pickle.loads(pickle.dumps(rope))
+    assert not twin.cos_cached.flags.writeable and not twin.sin_cached.flags.writeable
 
 
 # --- Numba's cache -------------------------------------------------------------------
