@@ -545,14 +545,12 @@ def _short_batch(x: np.ndarray) -> bool:
 
 def _smallest_stride(x: np.ndarray) -> int:
     """The axis of a 3-D array to loop over innermost: the smallest stride among
-    axes longer than 1 (ties go to the first axis)."""
-    best, best_stride = 0, None
-    for axis in range(3):
-        if x.shape[axis] > 1:
-            stride = abs(x.strides[axis])
-            if best_stride is None or stride < best_stride:
-                best, best_stride = axis, stride
-    return best
+    axes longer than 1 (ties go to the first axis; 0 when none is longer)."""
+    (n0, n1, n2), (a, b, c) = x.shape, x.strides
+    a = abs(a) if n0 > 1 else math.inf
+    b = abs(b) if n1 > 1 else math.inf
+    c = abs(c) if n2 > 1 else math.inf
+    return 0 if a <= b and a <= c else 1 if b <= c else 2
 
 
 def rope_forward(

@@ -61,6 +61,12 @@ def _three_d_views(*arrays: np.ndarray) -> Iterator[tuple[np.ndarray, ...]]:
         yield tuple(a[where] for a in arrays)
 
 
+def _may_share(x: np.ndarray, out: np.ndarray) -> bool:
+    """``np.may_share_memory``, skipped when both own their memory (a fresh
+    output, a user's array): such arrays never share it."""
+    return (x.base is not None or out.base is not None) and np.may_share_memory(x, out)
+
+
 def run_forward(
     forward: Callable[..., None],
     x: np.ndarray,
@@ -82,7 +88,7 @@ def run_forward(
     x_kernel, out_kernel = _kernel_input(x), _kernel_output(out)
     in_place = (
         x_kernel.dtype == out_kernel.dtype
-        and (out is x or np.may_share_memory(x, out))
+        and (out is x or _may_share(x, out))
         and x.flags.writeable
     )
     if columns is None and x.ndim == 3:
