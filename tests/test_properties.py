@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from positional_embeddings import AbsolutePE, RoPE, create_padding_mask, neg_half
+from positional_embeddings import AbsolutePE, RoPE, _kernels, create_padding_mask, neg_half
 
 import reference
 from comparisons import assert_bitwise_equal
@@ -113,3 +113,16 @@ def test_padding_mask_marks_exactly_the_padding(lengths, max_len):
     for b, length in enumerate(lengths):
         assert mask[0, :, b].sum() == max_len - min(max(length, 0), max_len)
         assert not mask[0, : max(length, 0), b].any()
+
+
+@given(
+    shape=st.tuples(*[st.integers(0, 3)] * 3),
+    strides=st.tuples(*[st.sampled_from([0, 4, 8, 16, -4, -8])] * 3),
+)
+def test_innermost_axis_is_the_smallest_stride_of_a_real_axis(shape, strides):
+    """The loops' innermost axis: the smallest |stride| among axes longer
+    than 1, the first on ties, axis 0 when there is none."""
+    x = np.lib.stride_tricks.as_strided(np.zeros(64, np.float32)[32:], shape, strides)
+    axes = enumerate(zip(shape, strides, strict=True))
+    real = [(abs(stride), axis) for axis, (n, stride) in axes if n > 1]
+    assert _kernels._smallest_stride(x) == (min(real)[1] if real else 0)
