@@ -41,18 +41,29 @@ def run_python(code: str, env: dict[str, str] | None = None, timeout: float = 30
 
 
 def test_concurrent_calls_from_many_threads(monkeypatch):
-    """16 threads x 1,000 calls, each call itself split over the pool threads."""
+    """16 threads x 1,000 calls on shared encodings, each call itself split
+    over the pool threads: allocating, and in place on each thread's own
+    array (decoding steps too, through the remembered direct call)."""
     monkeypatch.setattr(_parallel, "MIN_BYTES_PER_THREAD", 1024)
     rope, pe = RoPE(32, 64), AbsolutePE(32, 64)
     x_rope = np.random.default_rng(0).standard_normal((32, 64, 4)).astype(np.float32)
     x_pe = np.asfortranarray(x_rope.transpose(1, 0, 2))
-    expected = rope(x_rope), pe(x_pe)
+    x_step = np.ascontiguousarray(x_rope[:, :1])
+    expected = rope(x_rope), pe(x_pe), rope(x_step, offset=9)
     failures: list[str] = []
 
     def worker(index: int) -> None:
-        layer, x, want = (rope, x_rope, expected[0]) if index % 2 else (pe, x_pe, expected[1])
-        for _ in range(1000):
-            if not np.array_equal(layer(x), want):
+        cases = [(rope, x_rope, {}, expected[0]), (pe, x_pe, {}, expected[1])]
+        cases.append((rope, x_step, {"offset": 9}, expected[2]))
+        layer, x, options, want = cases[index % 3]
+        mine = x.copy(order="K")
+        for call in range(1000):
+            if call % 2:
+                mine[...] = x
+                got = layer(mine, out=mine, **options)
+            else:
+                got = layer(x, **options)
+            if not np.array_equal(got, want):
                 failures.append(f"thread {index} got a different result")
                 return
 
