@@ -567,20 +567,19 @@ def rope_forward(
 
     ``x`` is float16 as ``F16_RECORD``, or bool/integer/float32/float64;
     ``out`` is float32/float64, or uint16 holding float16 bits, or None to
-    rotate ``x`` in place.  ``pairing``
-    is an int (any) for the half split or None for interleaved pairs;
-    ``shared`` True when the two rows of every pair are equal in both
-    tables, else None; ``positions`` an offset, one id per position (seq,)
-    or per position and column (seq, batch).  The loop order follows the
-    smallest stride of ``x``; large calls are split over threads.  The loop
-    along the sequence reads the tables as ``along_positions(table, stop)``
-    returns them: C order (positions innermost), covering at least
-    positions ``0 .. stop-1``.
+    rotate ``x`` in place.  ``pairing`` is an int (any) for the half split
+    or None for interleaved pairs; ``shared`` True when the two rows of
+    every pair are equal in both tables, else None; ``positions`` an offset,
+    one id per position (seq,) or per position and column (seq, batch).  The
+    loop order follows the smallest stride of ``x``; large calls are split
+    over threads.  The loop along the sequence reads the tables as
+    ``along_positions(table, stop)`` returns them: C order (positions
+    innermost), covering at least positions ``0 .. stop-1``.
     """
     traffic = _traffic(x, out)
     kernel, length = _rope_loop(x, positions, traffic)
     if kernel is _rope_inner_seq:
-        stop = positions + x.shape[1] if isinstance(positions, int) else _stop(positions)
+        stop = _stop(positions) if isinstance(positions, np.ndarray) else positions + x.shape[1]
         cos, sin = along_positions(cos, stop), along_positions(sin, stop)
         x = x.transpose(0, 2, 1)
         out = None if out is None else out.transpose(0, 2, 1)
@@ -765,8 +764,8 @@ def absolute_forward(
 
     Shared by every additive encoding (sinusoidal, learned): ``embeddings``
     is any (channel, position) view; ``out`` None adds in place.  The
-    innermost loop runs along ``x``'s
-    smallest stride; large calls are split over threads.  Only Julia's order
+    innermost loop runs along ``x``'s smallest stride; large calls are split
+    over threads.  Only Julia's order
     (seq innermost) reads the table along positions; the other loops read
     all channels of a position at once, from ``by_position(stop)`` if given:
     the same table in F order, covering at least positions ``0 .. stop-1``.
