@@ -201,7 +201,8 @@ class RoPE:
         shared: bool | None,
     ) -> None:
         """Keep the tables; ``shared`` is True when they are known to hold equal
-        rows for the two channels of every pair (built here), None to check."""
+        rows for the two channels of every pair (built here), None to check
+        (the half split only: interleaved pairs always read both rows)."""
         for table in (cos, sin):
             table.flags.writeable = False
         self.head_size = head_size
@@ -213,7 +214,12 @@ class RoPE:
         self._kernel_tables = tuple(
             table.astype(np.float32) if table.dtype == np.float16 else table for table in (cos, sin)
         )
-        if shared is None and _partner_rows_equal(self._kernel_tables, self._pairing):
+        if interleaved:
+            # Adjacent partner rows: reading both makes one vector load that the
+            # compiler splits with shuffles; every other row alone took gathers
+            # (Julia's order 1.8-1.9x slower).
+            shared = None
+        elif shared is None and _partner_rows_equal(self._kernel_tables, self._pairing):
             shared = True
         # The kernels' marker: with equal partner rows each pair reads one row of each table.
         self._shared = shared
