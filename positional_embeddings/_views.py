@@ -16,7 +16,7 @@ import numpy as np
 
 from ._kernels import F16_RECORD
 
-__all__ = ["run_forward"]
+__all__ = ["may_share", "run_forward"]
 
 _F16 = np.dtype(np.float16)
 
@@ -61,10 +61,10 @@ def _three_d_views(*arrays: np.ndarray) -> Iterator[tuple[np.ndarray, ...]]:
         yield tuple(a[where] for a in arrays)
 
 
-def _may_share(x: np.ndarray, out: np.ndarray) -> bool:
+def may_share(x: np.ndarray, out: np.ndarray) -> bool:
     """``np.may_share_memory``, skipped when both own their memory (a fresh
     output, a user's array): such arrays never share it."""
-    return (x.base is not None or out.base is not None) and np.may_share_memory(x, out)
+    return not (x.flags.owndata and out.flags.owndata) and np.may_share_memory(x, out)
 
 
 def run_forward(
@@ -87,9 +87,7 @@ def run_forward(
     """
     x_kernel, out_kernel = _kernel_input(x), _kernel_output(out)
     in_place = (
-        x_kernel.dtype == out_kernel.dtype
-        and (out is x or _may_share(x, out))
-        and x.flags.writeable
+        x_kernel.dtype == out_kernel.dtype and (out is x or may_share(x, out)) and x.flags.writeable
     )
     if columns is None and x.ndim == 3:
         forward(x_kernel, None if in_place else out_kernel, *args)
