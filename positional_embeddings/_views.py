@@ -16,7 +16,7 @@ import numpy as np
 
 from ._kernels import F16_RECORD
 
-__all__ = ["may_share", "run_forward"]
+__all__ = ["grown_copy", "may_share", "run_forward"]
 
 _F16 = np.dtype(np.float16)
 
@@ -59,6 +59,21 @@ def _three_d_views(*arrays: np.ndarray) -> Iterator[tuple[np.ndarray, ...]]:
     for index in itertools.product(*(range(n) for n in arrays[0].shape[3:])):
         where: tuple[Any, ...] = (Ellipsis, *index)
         yield tuple(a[where] for a in arrays)
+
+
+def grown_copy(
+    kept: np.ndarray | None, table: np.ndarray, stop: int, order: Literal["C", "F"]
+) -> np.ndarray:
+    """A read-only copy of ``table``'s first positions (axis 1) in ``order``,
+    covering at least ``0 .. stop - 1``: ``kept`` if it already does, else a
+    new one of at least twice ``kept``'s positions (up to the table's length),
+    so that a decoding loop copies O(log n) times."""
+    if kept is not None and kept.shape[1] >= stop:
+        return kept
+    length = max(stop, 2 * (0 if kept is None else kept.shape[1]))
+    copy = np.array(table[:, : min(length, table.shape[1])], order=order)
+    copy.flags.writeable = False
+    return copy
 
 
 def may_share(x: np.ndarray, out: np.ndarray) -> bool:

@@ -18,7 +18,7 @@ from ._checks import (
     resolve_positions,
 )
 from ._kernels import absolute_forward, absolute_table
-from ._views import run_forward
+from ._views import grown_copy, run_forward
 from .frequencies import frequency_bands
 
 __all__ = ["AbsolutePE", "add_embeddings"]
@@ -155,13 +155,8 @@ class AbsolutePE:
     def _position_major(self, stop: int) -> np.ndarray:
         """The table in F order (each position's channels adjacent) for at
         least positions ``0 .. stop - 1``, kept for the next call."""
-        table = self._by_position
-        if table is None or table.shape[1] < stop:
-            length = max(stop, 2 * (0 if table is None else table.shape[1]))
-            table = np.asfortranarray(self.embeddings[:, : min(length, self.max_length)])
-            table.flags.writeable = False
-            self._by_position = table
-        return table
+        self._by_position = grown_copy(self._by_position, self.embeddings, stop, "F")
+        return self._by_position
 
     def __repr__(self) -> str:
         return f"AbsolutePE(embedding_size={self.embedding_size}, max_length={self.max_length})"

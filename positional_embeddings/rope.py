@@ -18,7 +18,7 @@ from ._checks import (
     resolve_positions,
 )
 from ._kernels import rope_direct, rope_forward, rope_tables
-from ._views import may_share, run_forward
+from ._views import grown_copy, may_share, run_forward
 from .frequencies import frequency_bands
 
 __all__ = ["RoPE", "neg_half"]
@@ -359,13 +359,9 @@ class RoPE:
 
     def _along_positions(self, table: np.ndarray, stop: int) -> np.ndarray:
         """``table`` (a kernel table) in C order, positions innermost, for at
-        least positions ``0 .. stop - 1``, kept for the next call (grown by
-        doubling, up to the table's length)."""
-        kept = self._position_rows.get(id(table))
-        if kept is None or kept.shape[1] < stop:
-            length = max(stop, 2 * (0 if kept is None else kept.shape[1]))
-            kept = np.ascontiguousarray(table[:, : min(length, table.shape[1])])
-            self._position_rows[id(table)] = kept
+        least positions ``0 .. stop - 1``, kept for the next call."""
+        kept = grown_copy(self._position_rows.get(id(table)), table, stop, "C")
+        self._position_rows[id(table)] = kept
         return kept
 
     def _remember(self, x: np.ndarray, out: np.ndarray, tables: tuple[np.ndarray, ...]) -> None:
