@@ -646,9 +646,6 @@ def _absolute_inner_seq(x, out, embeddings, offset, start, stop):  # type: ignor
                 out[s, c, b] = _add(_load(x[s, c, b]), row[s], out)
 
 
-_PLANE_CHUNK = 8192
-"""Table elements ``_absolute_planes`` copies at a time (32 KiB of float32)."""
-
 _SHORT_SEQUENCE = 256
 """Sequences up to this length take ``_absolute_planes`` in Julia's order:
 rows that short spend much of their time setting up each row's loop
@@ -656,45 +653,46 @@ rows that short spend much of their time setting up each row's loop
 row by row, 512 and longer no faster)."""
 
 
-def _run_of(out, first, n, b):  # type: ignore[no-untyped-def]
-    """``out[first : first + n, b]``, or None when ``out`` is None (in place)."""
+@numba.njit(**JIT)
+def _table_plane(embeddings, offset, plane):  # type: ignore[no-untyped-def]
+    """``plane[s + seq*c] = embeddings[c, offset + s]``: the table laid out as
+    one batch column of ``x`` in Julia's order, (seq, channel) column-major."""
+    channels = embeddings.shape[0]
+    seq = plane.size // max(channels, 1)
+    for c in range(channels):
+        row = embeddings[c, offset : offset + seq]
+        part = plane[c * seq : (c + 1) * seq]
+        for s in range(seq):
+            part[s] = row[s]
 
 
-@overload(_run_of, jit_options=JIT)
-def _ov_run_of(out, first, n, b):  # type: ignore[no-untyped-def]
+def _column_of(out, b):  # type: ignore[no-untyped-def]
+    """``out[b]``, or None when ``out`` is None (in place)."""
+
+
+@overload(_column_of, jit_options=JIT)
+def _ov_column_of(out, b):  # type: ignore[no-untyped-def]
     if isinstance(out, types.NoneType):
-        return lambda out, first, n, b: None
-    return lambda out, first, n, b: out[first : first + n, b]
+        return lambda out, b: None
+    return lambda out, b: out[b]
 
 
 @numba.njit(**JIT)
-def _absolute_planes(x, out, embeddings, offset, width, start, stop):  # type: ignore[no-untyped-def]
+def _absolute_planes(x, out, plane, start, stop):  # type: ignore[no-untyped-def]
     """AbsolutePE in Julia's order when each batch column's (seq, channel)
-    plane is one contiguous run: ``x`` and ``out`` are (seq*channels, batch)
-    views of it.  Range over chunks of ``width`` channels: the chunk's table
-    rows are copied into one buffer, laid out as the planes are, then added
-    to every batch column in a single loop (instead of one short loop per
-    channel and column).  In place, each run is written through the very
-    slice it is read from (slices of one array taken twice would look like
-    two arrays to the compiler).
+    plane is one contiguous run: ``x`` and ``out`` are C-contiguous
+    (batch, seq*channels) views, ``plane`` the table laid out as one such
+    run (``_table_plane``).  Range over batch columns, each added to the
+    plane in one loop, so that ``x`` streams through memory while the plane
+    stays in cache.  In place, each column is written through the very view
+    it is read from (views of one array taken twice would look like two
+    arrays to the compiler).
     """
-    channels = embeddings.shape[0]
-    seq = x.shape[0] // max(channels, 1)
-    chunk = np.empty(width * seq, embeddings.dtype)
-    for k in range(start, stop):
-        c0 = max(k, 0) * width
-        c1 = min(c0 + width, channels)
-        for c in range(c0, c1):
-            row = embeddings[c, offset : offset + seq]
-            part = chunk[(c - c0) * seq : (c - c0 + 1) * seq]
-            for s in range(seq):
-                part[s] = row[s]
-        first, n = c0 * seq, (c1 - c0) * seq
-        for b in range(x.shape[1]):
-            xs = x[first : first + n, b]
-            os = _written(xs, _run_of(out, first, n, b))
-            for j in range(n):
-                os[j] = _add(_load(xs[j]), chunk[j], os)
+    for b in range(start, stop):
+        xs = x[b]
+        os = _written(xs, _column_of(out, b))
+        for j in range(plane.size):
+            os[j] = _add(_load(xs[j]), plane[j], os)
 
 
 @numba.njit(**JIT)
@@ -782,9 +780,9 @@ def absolute_forward(
     args = (x, out, embeddings, offset)
     planes = _planes(x, out) if inner == 0 and seq <= _SHORT_SEQUENCE else None
     if planes is not None:
-        width = max(_PLANE_CHUNK // max(seq, 1), 1)
-        chunks = (channels + width - 1) // width
-        run_ranges(_absolute_planes, chunks, traffic, *planes, embeddings, offset, width)
+        plane = np.empty(seq * channels, embeddings.dtype)
+        _table_plane(embeddings, offset, plane)
+        run_ranges(_absolute_planes, batch, traffic, *planes, plane)
     elif inner == 0:
         run_ranges(_absolute_inner_seq, batch * channels, traffic, *args)
     elif inner == 1 or _short_batch(x):
@@ -798,12 +796,12 @@ def absolute_forward(
 
 
 def _planes(x: np.ndarray, out: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None] | None:
-    """(seq*channels, batch) views of ``x`` and ``out`` (None stays None), or
+    """(batch, seq*channels) views of ``x`` and ``out`` (None stays None), or
     None if a batch column's (seq, channel) plane is not one run in either."""
     shape = (x.shape[0] * x.shape[1], x.shape[2])
     try:
-        return np.reshape(x, shape, order="F", copy=False), (
-            None if out is None else np.reshape(out, shape, order="F", copy=False)
+        return np.reshape(x, shape, order="F", copy=False).T, (
+            None if out is None else np.reshape(out, shape, order="F", copy=False).T
         )
     except ValueError:
         return None

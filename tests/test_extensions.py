@@ -246,25 +246,40 @@ def test_absolute_channel_innermost_across_position_blocks(monkeypatch, threads)
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-def test_absolute_julia_order_in_plane_chunks(monkeypatch, threads):
-    """Julia's order with short sequences adds the table to whole (seq,
-    channel) planes, a chunk of channels at a time (split over threads):
-    partial last chunks, offsets, float16 and integers give the oracle's
-    bits; planes that are not one run (a strided channel axis) and longer
-    sequences take the row loop, with the same bits."""
+def test_absolute_julia_order_in_planes(monkeypatch, threads):
+    """Julia's order with short sequences adds the table, laid out as one
+    (seq, channel) plane, to each batch column's plane in one loop (batch
+    columns split over threads): offsets, float16, integers and columns that
+    are runs but not adjacent give the oracle's bits; planes that are not
+    one run (a strided channel axis) and longer sequences take the row loop,
+    with the same bits."""
     monkeypatch.setattr(_parallel, "_threads", threads)
     monkeypatch.setattr(_parallel, "MIN_BYTES_PER_THREAD", 1 if threads > 1 else 1 << 40)
+    loops: list[object] = []
+    run_ranges = _kernels.run_ranges
+
+    def spy(kernel, *args):
+        loops.append(kernel)
+        return run_ranges(kernel, *args)
+
+    monkeypatch.setattr(_kernels, "run_ranges", spy)
     pe = AbsolutePE(80, 400)
-    for seq, offset in ((256, 0), (100, 37), (1, 399), (257, 143)):  # 3 chunks, 1, 1, rows
+    planes, rows = _kernels._absolute_planes, _kernels._absolute_inner_seq
+    for seq, offset, loop in ((256, 0, planes), (100, 37, planes), (257, 143, rows)):
         table = pe.embeddings[:, offset : offset + seq]
         for dtype in (np.float32, np.float16, np.int32):
             x = np.asfortranarray(sample((seq, 80, 3), dtype, seed=seq))
-            before = x.copy()
-            expected = reference.absolute_apply(x, table)
-            assert_bitwise_equal(pe(x, offset=offset), expected)
-            assert_bitwise_equal(x, before)
+            apart = np.asfortranarray(sample((seq, 80, 6), dtype, seed=seq))[:, :, ::2]
+            for y in (x, apart):
+                before = y.copy()
+                loops.clear()
+                assert_bitwise_equal(pe(y, offset=offset), reference.absolute_apply(y, table))
+                assert_bitwise_equal(y, before)
+                assert loops == [loop]
         wide = np.asfortranarray(sample((seq, 160, 3), np.float64, seed=7))[:, ::2]
+        loops.clear()
         assert_bitwise_equal(pe(wide, offset=offset), reference.absolute_apply(wide, table))
+        assert loops == [rows]
 
 
 @pytest.mark.parametrize("threads", [1, 2])
