@@ -652,6 +652,11 @@ rows that short spend much of their time setting up each row's loop
 (measured on (seq, 512, batch) float32: seq 10-256 1.2-1.9x faster than
 row by row, 512 and longer no faster)."""
 
+_PLANE_ELEMENTS = 1 << 18
+"""Table elements laid out at a time for ``_absolute_planes`` (1 MiB of
+float32, about the second-level cache): planes larger than that (many
+channels) are added a group of channels at a time."""
+
 
 @numba.njit(**JIT)
 def _table_plane(embeddings, offset, plane):  # type: ignore[no-untyped-def]
@@ -666,33 +671,47 @@ def _table_plane(embeddings, offset, plane):  # type: ignore[no-untyped-def]
             part[s] = row[s]
 
 
-def _column_of(out, b):  # type: ignore[no-untyped-def]
-    """``out[b]``, or None when ``out`` is None (in place)."""
+def _run_of(out, b, first, n):  # type: ignore[no-untyped-def]
+    """``out[b, first : first + n]``, or None when ``out`` is None (in place)."""
 
 
-@overload(_column_of, jit_options=JIT)
-def _ov_column_of(out, b):  # type: ignore[no-untyped-def]
+@overload(_run_of, jit_options=JIT)
+def _ov_run_of(out, b, first, n):  # type: ignore[no-untyped-def]
     if isinstance(out, types.NoneType):
-        return lambda out, b: None
-    return lambda out, b: out[b]
+        return lambda out, b, first, n: None
+    return lambda out, b, first, n: out[b, first : first + n]
 
 
 @numba.njit(**JIT)
-def _absolute_planes(x, out, plane, start, stop):  # type: ignore[no-untyped-def]
+def _absolute_planes(x, out, embeddings, offset, width, parts, start, stop):  # type: ignore[no-untyped-def]
     """AbsolutePE in Julia's order when each batch column's (seq, channel)
-    plane is one contiguous run: ``x`` and ``out`` are C-contiguous
-    (batch, seq*channels) views, ``plane`` the table laid out as one such
-    run (``_table_plane``).  Range over batch columns, each added to the
-    plane in one loop, so that ``x`` streams through memory while the plane
-    stays in cache.  In place, each column is written through the very view
-    it is read from (views of one array taken twice would look like two
+    plane is one contiguous run: ``x`` and ``out`` are (batch, seq*channels)
+    views (C-contiguous when the batch columns are adjacent).  Range over
+    units of a group of ``width`` channels and one of ``parts`` blocks of
+    batch columns (more than one only to give every thread work when there
+    are fewer groups than threads): the group's table rows are laid out as
+    the runs are (``_table_plane``), then added to each batch column of the
+    block in one loop, so that ``x`` streams through memory while the plane
+    stays in cache.  In place, each run is written through the very slice
+    it is read from (slices of one array taken twice would look like two
     arrays to the compiler).
     """
-    for b in range(start, stop):
-        xs = x[b]
-        os = _written(xs, _column_of(out, b))
-        for j in range(plane.size):
-            os[j] = _add(_load(xs[j]), plane[j], os)
+    channels = embeddings.shape[0]
+    batch = x.shape[0]
+    seq = x.shape[1] // max(channels, 1)
+    block = (batch + parts - 1) // parts
+    plane = np.empty(min(width, channels) * seq, embeddings.dtype)
+    for unit in range(start, stop):
+        group = unit // parts
+        c = group * width
+        n = (min(c + width, channels) - c) * seq
+        _table_plane(embeddings[c : c + width], offset, plane[:n])
+        first = (unit - group * parts) * block
+        for b in range(first, min(first + block, batch)):
+            xs = x[b, c * seq : c * seq + n]
+            os = _written(xs, _run_of(out, b, c * seq, n))
+            for j in range(n):
+                os[j] = _add(_load(xs[j]), plane[j], os)
 
 
 @numba.njit(**JIT)
@@ -780,9 +799,11 @@ def absolute_forward(
     args = (x, out, embeddings, offset)
     planes = _planes(x, out) if inner == 0 and seq <= _SHORT_SEQUENCE else None
     if planes is not None:
-        plane = np.empty(seq * channels, embeddings.dtype)
-        _table_plane(embeddings, offset, plane)
-        run_ranges(_absolute_planes, batch, traffic, *planes, plane)
+        width = max(_PLANE_ELEMENTS // max(seq, 1), 1)  # channels laid out at a time
+        groups = -(-channels // width)
+        parts = min(_parts(traffic, groups), batch)
+        units = groups * parts
+        run_ranges(_absolute_planes, units, traffic, *planes, embeddings, offset, width, parts)
     elif inner == 0:
         run_ranges(_absolute_inner_seq, batch * channels, traffic, *args)
     elif inner == 1 or _short_batch(x):
@@ -791,8 +812,15 @@ def absolute_forward(
         by_batch = (x.transpose(2, 0, 1), None if out is None else out.transpose(2, 0, 1))
         run_ranges(_absolute_inner_channel, blocks, traffic, *by_batch, embeddings, offset, block)
     else:
-        parts = 1 if _parallel.serial(traffic) else -(-_parallel.thread_count() // max(seq, 1))
+        parts = _parts(traffic, seq)
         run_ranges(_absolute_inner_batch, seq * parts, traffic, *args, parts)
+
+
+def _parts(traffic: int, units: int) -> int:
+    """Into how many parts to cut each of ``units`` units of work so that
+    every thread gets some: 1 unless the call is split over threads and has
+    fewer units than threads."""
+    return 1 if _parallel.serial(traffic) else -(-_parallel.thread_count() // max(units, 1))
 
 
 def _planes(x: np.ndarray, out: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None] | None:

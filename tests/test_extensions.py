@@ -246,13 +246,18 @@ def test_absolute_channel_innermost_across_position_blocks(monkeypatch, threads)
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-def test_absolute_julia_order_in_planes(monkeypatch, threads):
+@pytest.mark.parametrize("plane_elements", [None, 1000])
+def test_absolute_julia_order_in_planes(monkeypatch, threads, plane_elements):
     """Julia's order with short sequences adds the table, laid out as one
-    (seq, channel) plane, to each batch column's plane in one loop (batch
-    columns split over threads): offsets, float16, integers and columns that
-    are runs but not adjacent give the oracle's bits; planes that are not
-    one run (a strided channel axis) and longer sequences take the row loop,
-    with the same bits."""
+    (seq, channel) plane, to each batch column's plane in one loop (a group
+    of channels at a time when the plane is large; with fewer groups than
+    threads, blocks of batch columns split over threads): offsets, float16,
+    integers and columns that are runs but not adjacent give the oracle's
+    bits; planes that are not one run (a
+    strided channel axis) and longer sequences take the row loop, with the
+    same bits."""
+    if plane_elements is not None:  # groups of 10 channels at seq 100, 3 at seq 256
+        monkeypatch.setattr(_kernels, "_PLANE_ELEMENTS", plane_elements)
     monkeypatch.setattr(_parallel, "_threads", threads)
     monkeypatch.setattr(_parallel, "MIN_BYTES_PER_THREAD", 1 if threads > 1 else 1 << 40)
     loops: list[object] = []
