@@ -382,6 +382,34 @@ def _columns(start, stop, width, row):  # type: ignore[no-untyped-def]
     return range(max(start - row * width, 0), min(stop - row * width, width))
 
 
+_BLOCK_BYTES = 256 << 10
+"""Bytes of output per block of the loops' walk down their outer range."""
+
+
+@numba.njit(**JIT)
+def _blocks_down(start, stop, units, nbytes):  # type: ignore[no-untyped-def]
+    """The blocks of the outer range ``start .. stop`` that a loop walks, the
+    highest first, as ``(count, size)``: about ``_BLOCK_BYTES`` of the
+    ``nbytes`` that the range's ``units`` units write each.  ``_block_down``
+    gives each block's bounds; inside a block the loop runs forward.
+
+    Walking down matters for a new output: the kernel zeroes a fresh page
+    (2 MB with transparent huge pages) leaving the part below the faulting
+    address in the cache, the part above it not; a loop walking up writes
+    into evicted lines and pays a read of each, one walking down finds them
+    cached (allocating calls 15-35% faster here; no difference with ``out=``
+    or in place)."""
+    size = max(1, _BLOCK_BYTES * units // max(nbytes, 1))
+    return (stop - start + size - 1) // size, size
+
+
+@numba.njit(**JIT)
+def _block_down(start, stop, size, k):  # type: ignore[no-untyped-def]
+    """Bounds ``(lo, hi)`` of block ``k`` of ``start .. stop`` counted from the top."""
+    hi = stop - k * size
+    return max(hi - size, start), hi
+
+
 @numba.njit(**JIT_INLINED)
 def _rotate_column(x, out, cos, sin, pairing, shared, positions, s, b):  # type: ignore[no-untyped-def]
     """RoPE on the pairs of column ``x[:, s, b]`` (the head axis, innermost in F order)."""
@@ -424,12 +452,15 @@ def _pass_through_row(x, out, s):  # type: ignore[no-untyped-def]
 def _rope_inner_head(x, out, cos, sin, pairing, shared, positions, start, stop):  # type: ignore[no-untyped-def]
     """RoPE with the head axis innermost (F order); outer range over (batch, seq)."""
     out = _written(x, out)
-    head, seq, _ = x.shape
-    for b in _rows(start, stop, seq):
-        for s in _columns(start, stop, seq, b):
-            _rotate_column(x, out, cos, sin, pairing, shared, positions, s, b)
-            if head % 2:
-                out[head - 1, s, b] = _pass_through(x[head - 1, s, b], out)
+    head, seq, batch = x.shape
+    count, size = _blocks_down(start, stop, seq * batch, out.nbytes)
+    for k in range(count):
+        lo, hi = _block_down(start, stop, size, k)
+        for b in _rows(lo, hi, seq):
+            for s in _columns(lo, hi, seq, b):
+                _rotate_column(x, out, cos, sin, pairing, shared, positions, s, b)
+                if head % 2:
+                    out[head - 1, s, b] = _pass_through(x[head - 1, s, b], out)
 
 
 @numba.njit(**JIT)
@@ -438,13 +469,16 @@ def _rope_inner_batch(x, out, cos, sin, pairing, shared, positions, start, stop)
     (and, for an odd head, the unpaired last channel as one more unit)."""
     out = _written(x, out)
     half = x.shape[0] // 2
-    for i in range(start, stop):
-        if i == half:
-            for s in range(x.shape[1]):
-                _pass_through_row(x, out, s)
-        else:
-            for s in range(x.shape[1]):
-                _rotate_rows(x, out, cos, sin, pairing, shared, positions, i, s)
+    count, size = _blocks_down(start, stop, (x.shape[0] + 1) // 2, out.nbytes)
+    for k in range(count):
+        lo, hi = _block_down(start, stop, size, k)
+        for i in range(lo, hi):
+            if i == half:
+                for s in range(x.shape[1]):
+                    _pass_through_row(x, out, s)
+            else:
+                for s in range(x.shape[1]):
+                    _rotate_rows(x, out, cos, sin, pairing, shared, positions, i, s)
 
 
 @numba.njit(**JIT)
@@ -489,28 +523,31 @@ def _rope_inner_seq(x, out, cos, sin, pairing, shared, positions, start, stop): 
     out = _written(x, out)
     head, batch, seq = x.shape
     half = head // 2
-    for i in range(start, stop):
-        if i == half:
+    count, size = _blocks_down(start, stop, (head + 1) // 2, out.nbytes)
+    for k in range(count):
+        lo, hi = _block_down(start, stop, size, k)
+        for i in range(lo, hi):
+            if i == half:
+                for b in range(batch):
+                    for s in range(seq):
+                        out[head - 1, b, s] = _pass_through(x[head - 1, b, s], out)
+                continue
+            h1, h2 = _pair(i, half, pairing)
+            t2 = _table_row(h1, h2, shared)
+            c1, s1 = (
+                _sequence_window(cos[h1], positions, seq),
+                _sequence_window(sin[h1], positions, seq),
+            )
+            c2, s2 = (
+                _sequence_window(cos[t2], positions, seq),
+                _sequence_window(sin[t2], positions, seq),
+            )
             for b in range(batch):
                 for s in range(seq):
-                    out[head - 1, b, s] = _pass_through(x[head - 1, b, s], out)
-            continue
-        h1, h2 = _pair(i, half, pairing)
-        t2 = _table_row(h1, h2, shared)
-        c1, s1 = (
-            _sequence_window(cos[h1], positions, seq),
-            _sequence_window(sin[h1], positions, seq),
-        )
-        c2, s2 = (
-            _sequence_window(cos[t2], positions, seq),
-            _sequence_window(sin[t2], positions, seq),
-        )
-        for b in range(batch):
-            for s in range(seq):
-                p = _window_index(positions, s)
-                out[h1, b, s], out[h2, b, s] = _rotate(
-                    _load(x[h1, b, s]), _load(x[h2, b, s]), c1[p], s1[p], c2[p], s2[p], out
-                )
+                    p = _window_index(positions, s)
+                    out[h1, b, s], out[h2, b, s] = _rotate(
+                        _load(x[h1, b, s]), _load(x[h2, b, s]), c1[p], s1[p], c2[p], s2[p], out
+                    )
 
 
 _SHORT_ROW_BYTES = 32
@@ -638,12 +675,15 @@ def rope_direct(
 def _absolute_inner_seq(x, out, embeddings, offset, start, stop):  # type: ignore[no-untyped-def]
     """AbsolutePE with the seq axis innermost (Julia's order); outer range over (batch, channel)."""
     out = _written(x, out)
-    seq, channels, _ = x.shape
-    for b in _rows(start, stop, channels):
-        for c in _columns(start, stop, channels, b):
-            row = embeddings[c, offset : offset + seq]  # indexed from 0: vectorises
-            for s in range(seq):
-                out[s, c, b] = _add(_load(x[s, c, b]), row[s], out)
+    seq, channels, batch = x.shape
+    count, size = _blocks_down(start, stop, batch * channels, out.nbytes)
+    for k in range(count):
+        lo, hi = _block_down(start, stop, size, k)
+        for b in _rows(lo, hi, channels):
+            for c in _columns(lo, hi, channels, b):
+                row = embeddings[c, offset : offset + seq]  # indexed from 0: vectorises
+                for s in range(seq):
+                    out[s, c, b] = _add(_load(x[s, c, b]), row[s], out)
 
 
 _SHORT_SEQUENCE = 256
@@ -701,17 +741,21 @@ def _absolute_planes(x, out, embeddings, offset, width, parts, start, stop):  # 
     seq = x.shape[1] // max(channels, 1)
     block = (batch + parts - 1) // parts
     plane = np.empty(min(width, channels) * seq, embeddings.dtype)
-    for unit in range(start, stop):
-        group = unit // parts
-        c = group * width
-        n = (min(c + width, channels) - c) * seq
-        _table_plane(embeddings[c : c + width], offset, plane[:n])
-        first = (unit - group * parts) * block
-        for b in range(first, min(first + block, batch)):
-            xs = x[b, c * seq : c * seq + n]
-            os = _written(xs, _run_of(out, b, c * seq, n))
-            for j in range(n):
-                os[j] = _add(_load(xs[j]), plane[j], os)
+    units = (channels + width - 1) // width * parts
+    count, size = _blocks_down(start, stop, units, _written(x, out).nbytes)
+    for k in range(count):
+        lo, hi = _block_down(start, stop, size, k)
+        for unit in range(lo, hi):
+            group = unit // parts
+            c = group * width
+            n = (min(c + width, channels) - c) * seq
+            _table_plane(embeddings[c : c + width], offset, plane[:n])
+            first = (unit - group * parts) * block
+            for b in range(first, min(first + block, batch)):
+                xs = x[b, c * seq : c * seq + n]
+                os = _written(xs, _run_of(out, b, c * seq, n))
+                for j in range(n):
+                    os[j] = _add(_load(xs[j]), plane[j], os)
 
 
 @numba.njit(**JIT)
@@ -731,13 +775,16 @@ def _absolute_inner_channel(x, out, embeddings, offset, block, start, stop):  # 
     """
     out = _written(x, out)
     batch, seq, channels = x.shape
-    for k in range(start, stop):
-        first = max(k, 0) * block
-        for b in range(batch):
-            for s in range(first, min(first + block, seq)):
-                column = embeddings[:, s + offset]
-                for c in range(channels):
-                    out[b, s, c] = _add(_load(x[b, s, c]), column[c], out)
+    count, size = _blocks_down(start, stop, (seq + block - 1) // block, out.nbytes)
+    for k in range(count):
+        lo, hi = _block_down(start, stop, size, k)
+        for unit in range(lo, hi):
+            first = max(unit, 0) * block
+            for b in range(batch):
+                for s in range(first, min(first + block, seq)):
+                    column = embeddings[:, s + offset]
+                    for c in range(channels):
+                        out[b, s, c] = _add(_load(x[b, s, c]), column[c], out)
 
 
 @numba.njit(**JIT_INLINED)
@@ -763,15 +810,18 @@ def _absolute_inner_batch(x, out, embeddings, offset, parts, start, stop):  # ty
     range over (seq, channel) rows it replaced)."""
     out = _written(x, out)
     channels = x.shape[1]
-    if parts == 1:
-        for s in range(start, stop):
-            _add_position(x, out, embeddings[:, s + offset], s, 0, channels)
-        return
-    width = (channels + parts - 1) // parts
-    for unit in range(start, stop):
-        s = unit // parts
-        first = (unit - s * parts) * width
-        _add_position(x, out, embeddings[:, s + offset], s, first, min(first + width, channels))
+    count, size = _blocks_down(start, stop, x.shape[0] * parts, out.nbytes)
+    for k in range(count):
+        lo, hi = _block_down(start, stop, size, k)
+        if parts == 1:
+            for s in range(lo, hi):
+                _add_position(x, out, embeddings[:, s + offset], s, 0, channels)
+            continue
+        width = (channels + parts - 1) // parts
+        for unit in range(lo, hi):
+            s = unit // parts
+            first = (unit - s * parts) * width
+            _add_position(x, out, embeddings[:, s + offset], s, first, min(first + width, channels))
 
 
 def absolute_forward(
