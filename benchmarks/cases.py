@@ -241,7 +241,7 @@ def _plain_call(
     ``np.copyto``."""
     if writes == "new":
         return {"floor": partial(x.copy, order="K"), "ours": partial(layer, x)}, "x.copy()"
-    out = np.empty_like(x)
+    out = np.empty_like(x) if writes == "out" else x.copy(order="K")
     ours = partial(layer, x, out=out) if writes == "out" else partial(layer, out, out=out)
     return {"floor": partial(np.copyto, out, x), "ours": ours}, "np.copyto"
 
