@@ -810,6 +810,7 @@ def _absolute_inner_batch(x, out, embeddings, offset, parts, start, stop):  # ty
     range over (seq, channel) rows it replaced)."""
     out = _written(x, out)
     channels = x.shape[1]
+    width = (channels + parts - 1) // parts
     count, size = _blocks_down(start, stop, x.shape[0] * parts, out.nbytes)
     for k in range(count):
         lo, hi = _block_down(start, stop, size, k)
@@ -817,7 +818,6 @@ def _absolute_inner_batch(x, out, embeddings, offset, parts, start, stop):  # ty
             for s in range(lo, hi):
                 _add_position(x, out, embeddings[:, s + offset], s, 0, channels)
             continue
-        width = (channels + parts - 1) // parts
         for unit in range(lo, hi):
             s = unit // parts
             first = (unit - s * parts) * width
