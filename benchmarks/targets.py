@@ -55,6 +55,18 @@ def describe(row: Row) -> str:
     return " ".join(part for part in (row.case, _shape(row), row.order, row.dtype) if part)
 
 
+_BEYOND_CACHES = 64 << 20
+"""Input bytes from which a row counts as "well beyond the caches" for the
+copy-floor targets: twice the development machine's 32 MiB last-level
+cache (the issue's examples are 128 MB; the 64 MiB LLaMA-like (128, 4096,
+32) float32 is in).  Smaller rows (the Julia docs' 6.5 MB shapes) are in
+the table, judged by no target: their floor is a copy within the cache."""
+
+
+def _beyond_caches(row: Row, groups: tuple[str, ...]) -> bool:
+    return row.group in groups and row.bytes_moved // 2 >= _BEYOND_CACHES
+
+
 def _ratio_at_most(limit: float) -> Callable[[Row], tuple[str, bool]]:
     def judge(row: Row) -> tuple[str, bool]:
         ratio = row.vs_floor if row.vs_floor is not None else float("inf")
@@ -90,13 +102,13 @@ def _ten_times_julia(row: Row) -> tuple[str, bool]:
 
 TARGETS = (
     Target(
-        "allocating rope/pe ≤ 1.15× x.copy()",
-        lambda row: row.group in ("rope", "pe"),
+        "allocating rope/pe beyond the caches ≤ 1.15× x.copy()",
+        lambda row: _beyond_caches(row, ("rope", "pe")),
         _ratio_at_most(1.15),
     ),
     Target(
-        "out= ≤ 1.15× np.copyto",
-        lambda row: row.group in ("rope-out", "pe-out"),
+        "out= beyond the caches ≤ 1.15× np.copyto",
+        lambda row: _beyond_caches(row, ("rope-out", "pe-out")),
         _ratio_at_most(1.15),
     ),
     Target(

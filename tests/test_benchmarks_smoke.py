@@ -7,6 +7,7 @@ files parse, and the targets are judged as stated.
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -57,32 +58,36 @@ def test_quick_run_prints_the_table_and_writes_markdown_and_json(tmp_path: Path)
 
 
 def _row(group: str, case: str, shape: tuple[int, ...], seconds: float, floor: float) -> Row:
-    return Row(group, case, shape, "C", "float32", seconds, "x.copy()", floor, bytes_moved=8)
+    moved = 2 * 4 * math.prod(shape)  # float32 in and out
+    return Row(group, case, shape, "C", "float32", seconds, "x.copy()", floor, bytes_moved=moved)
 
 
 def test_targets_are_judged_on_full_size_rows() -> None:
     rows = [
         _row("rope", "rope(x)", (128, 2048, 128), 0.020, 0.030),  # 0.67× copy, 13× Julia
         _row("pe", "pe(x)", (4096, 512, 16), 0.039, 0.033),  # 1.18× copy, 3.6× Julia
+        _row("rope", "rope(x)", (128, 4096, 32), 0.011, 0.010),  # 64 MiB: judged, 1.1× copy
+        _row("rope", "rope(x)", (64, 100, 256), 0.003, 0.001),  # 6.5 MB, in cache: not judged
         _row("rope-in-cache", "in-cache rope(x, out=out)", (128, 512, 32), 1.0, 1.2),
         _row("decode", "decode rope(x)", (128, 1, 32), 1.8e-6, 1e-6),
         Row("tables", "RoPE(128, 131072)", (128, 131072), "", "float32", 0.054),
         Row("cold-start", "cold start, warm cache", (), "", "", 1.2, "import numba", 0.4),
     ]
-    verdicts = {(o.target.split(" ")[0], o.row.split(" ")[0]): o.met for o in check_targets(rows)}
+    verdicts = {(o.target.split(" ")[0], o.row): o.met for o in check_targets(rows)}
     assert verdicts == {
-        ("allocating", "rope(x)"): True,
-        ("allocating", "pe(x)"): False,
-        ("in-cache", "in-cache"): False,  # 1.2× np.copyto's throughput, 1.3× asked
-        ("decode", "decode"): True,
-        ("RoPE(128,", "RoPE(128,"): True,
-        ("cold", "cold"): False,
-        ("≥", "rope(x)"): True,
-        ("≥", "pe(x)"): False,
-        ("≥", "decode"): True,  # 1.8 µs: over 10× Julia's 19 µs
+        ("allocating", "rope(x) 128×2048×128 C float32"): True,
+        ("allocating", "pe(x) 4096×512×16 C float32"): False,
+        ("allocating", "rope(x) 128×4096×32 C float32"): True,
+        ("in-cache", "in-cache rope(x, out=out) 128×512×32 C float32"): False,  # 1.2×, 1.3× asked
+        ("decode", "decode rope(x) 128×1×32 C float32"): True,
+        ("RoPE(128,", "RoPE(128, 131072) 128×131072 float32"): True,
+        ("cold", "cold start, warm cache"): False,
+        ("≥", "rope(x) 128×2048×128 C float32"): True,
+        ("≥", "pe(x) 4096×512×16 C float32"): False,
+        ("≥", "decode rope(x) 128×1×32 C float32"): True,  # 1.8 µs: over 10× Julia's 19 µs
     }
     text = format_text(rows, check_targets(rows), machine())
-    assert "Targets: 5 of 9 met." in text and text.count("MISSED") == 4
+    assert "Targets: 6 of 10 met." in text and text.count("MISSED") == 4
 
 
 def test_unknown_case_names_are_rejected(capsys: pytest.CaptureFixture[str]) -> None:
