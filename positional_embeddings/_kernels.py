@@ -42,6 +42,8 @@ from ._parallel import run_ranges
 
 __all__ = [
     "F16_RECORD",
+    "Direct",
+    "absolute_direct",
     "absolute_forward",
     "absolute_table",
     "alibi_bias",
@@ -561,13 +563,13 @@ read x and both tables with strides and measured 1-4x slower."""
 
 
 _FEW_POSITIONS = 2
-"""Up to this many positions (decoding), a RoPE call that runs on one thread
-loops over positions outermost and over the whole head or batch axis
-inside, so the compiler checks the arrays for overlap once per position
-rather than once per column or pair row.  Measured in one process on float32
-(128, 1, 32), compiled call alone: C order 0.52-0.58x the time of the usual
-loop, F order 0.8-0.9x; two positions 0.7x and 0.9x; three or four no
-faster."""
+"""Up to this many positions (decoding), a call that runs on one thread
+loops over positions outermost and over whole axes inside (RoPE: the head
+or the batch; AbsolutePE: channels and batch), so the compiler checks the
+arrays for overlap once per position rather than once per column or row.
+Measured in one process on RoPE float32 (128, 1, 32), compiled call alone:
+C order 0.52-0.58x the time of the usual loop, F order 0.8-0.9x; two
+positions 0.7x and 0.9x; three or four no faster."""
 
 
 def _traffic(x: np.ndarray, out: np.ndarray | None) -> int:
@@ -643,6 +645,10 @@ def _rope_loop(x: np.ndarray, positions: int | np.ndarray, traffic: int) -> tupl
     return (_rope_few_positions_head, seq) if few else (_rope_inner_head, seq * batch)
 
 
+Direct = tuple[Callable[..., None], tuple[Any, ...], int]
+"""A remembered compiled call: ``(entry, args, length)``, see ``rope_direct``."""
+
+
 def rope_direct(
     x: np.ndarray,
     out: np.ndarray | None,
@@ -650,12 +656,12 @@ def rope_direct(
     sin: np.ndarray,
     pairing: int | None,
     shared: bool | None,
-) -> tuple[Callable[..., None], int] | None:
-    """The compiled loop ``rope_forward`` ran for arrays like ``x`` and ``out``,
-    as ``(entry, length)``: ``entry(x, out, cos, sin, pairing, shared,
-    offset, 0, length)`` is that call for any arrays of the same types.
-    None where the call needs threads, reads the tables along positions or
-    has not been compiled yet.
+) -> Direct | None:
+    """The compiled loop ``rope_forward`` ran for arrays like ``x`` and
+    ``out``, as ``(entry, args, length)``: ``entry(x, out, *args, offset, 0,
+    length)`` is that call for any arrays of the same types (``args`` are
+    the tables, ``pairing`` and ``shared``).  None where the call needs
+    threads, reads the tables along positions or has not been compiled yet.
 
     Repeated small calls (decoding one token at a time) then skip the loop
     choice and Numba's type dispatch.
@@ -666,9 +672,30 @@ def rope_direct(
     kernel, length = _rope_loop(x, 0, traffic)
     if kernel is _rope_inner_seq:  # reads other tables (``rope_forward``)
         return None
-    arguments = (x, out, cos, sin, pairing, shared, 0, 0, length)
+    return _compiled(kernel, x, out, (cos, sin, pairing, shared), length)
+
+
+def absolute_direct(
+    x: np.ndarray, out: np.ndarray | None, by_position: np.ndarray
+) -> Direct | None:
+    """As ``rope_direct``, for ``absolute_forward`` on (seq, channel, batch)
+    arrays: the decoding loop, which reads ``by_position`` (the table in F
+    order), or None where another loop runs."""
+    traffic = _traffic(x, out)
+    few = _absolute_few(x, _smallest_stride(x), traffic)
+    if few is None:
+        return None
+    return _compiled(_absolute_few_positions, x, out, (by_position, few), x.shape[0])
+
+
+def _compiled(
+    kernel: Any, x: np.ndarray, out: np.ndarray | None, args: tuple[Any, ...], length: int
+) -> Direct | None:
+    """``kernel``'s compiled entry for these arguments (offset 0 and a range
+    stand for any), without Numba's type dispatch; None if not compiled."""
+    arguments = (x, out, *args, 0, 0, length)
     compiled = kernel.overloads.get(tuple(kernel.typeof_pyval(a) for a in arguments))
-    return None if compiled is None else (compiled.entry_point, length)
+    return None if compiled is None else (compiled.entry_point, args, length)
 
 
 @numba.njit(**JIT)
@@ -824,6 +851,26 @@ def _absolute_inner_batch(x, out, embeddings, offset, parts, start, stop):  # ty
             _add_position(x, out, embeddings[:, s + offset], s, first, min(first + width, channels))
 
 
+@numba.njit(**JIT)
+def _absolute_few_positions(x, out, embeddings, channels_inner, offset, start, stop):  # type: ignore[no-untyped-def]
+    """AbsolutePE for a few positions (decoding) on one thread: range over
+    positions; inside, every batch column with its channels innermost
+    (``channels_inner``: Julia's order with one position, where a column's
+    channels are adjacent) or every channel with its batch row innermost (C
+    order).  ``embeddings`` is position-major, so a position's column is
+    one run."""
+    out = _written(x, out)
+    channels, batch = x.shape[1], x.shape[2]
+    for s in range(start, stop):
+        column = embeddings[:, s + offset]
+        if not channels_inner:
+            _add_position(x, out, column, s, 0, channels)
+            continue
+        for b in range(batch):
+            for c in range(channels):
+                out[s, c, b] = _add(_load(x[s, c, b]), column[c], out)
+
+
 def absolute_forward(
     x: np.ndarray,
     out: np.ndarray | None,
@@ -847,8 +894,11 @@ def absolute_forward(
     if inner != 0 and by_position is not None:
         embeddings = by_position(offset + seq)
     args = (x, out, embeddings, offset)
+    few = _absolute_few(x, inner, traffic)
     planes = _planes(x, out) if inner == 0 and seq <= _SHORT_SEQUENCE else None
-    if planes is not None:
+    if few is not None:
+        run_ranges(_absolute_few_positions, seq, traffic, x, out, embeddings, few, offset)
+    elif planes is not None:
         width = max(_PLANE_ELEMENTS // max(seq, 1), 1)  # channels laid out at a time
         groups = -(-channels // width)
         parts = min(_parts(traffic, groups), batch)
@@ -864,6 +914,15 @@ def absolute_forward(
     else:
         parts = _parts(traffic, seq)
         run_ranges(_absolute_inner_batch, seq * parts, traffic, *args, parts)
+
+
+def _absolute_few(x: np.ndarray, inner: int, traffic: int) -> bool | None:
+    """``channels_inner`` for ``_absolute_few_positions`` if it is the loop
+    for ``x`` (a few positions on one thread, a layout other than Julia's
+    with the sequence innermost), else None."""
+    if x.shape[0] > _FEW_POSITIONS or inner == 0 or not _parallel.serial(traffic):
+        return None
+    return inner == 1 or _short_batch(x)
 
 
 def _parts(traffic: int, units: int) -> int:

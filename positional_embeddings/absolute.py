@@ -17,7 +17,8 @@ from ._checks import (
     promote,
     resolve_positions,
 )
-from ._kernels import absolute_forward, absolute_table
+from ._direct import DirectCalls
+from ._kernels import absolute_direct, absolute_forward, absolute_table
 from ._views import grown_copy, run_forward
 from .frequencies import frequency_bands
 
@@ -80,7 +81,7 @@ class AbsolutePE:
     ((100, 512, 32), True)
     """
 
-    __slots__ = ("_by_position", "embedding_size", "embeddings", "max_length")
+    __slots__ = ("_by_position", "_direct", "embedding_size", "embeddings", "max_length")
 
     embedding_size: int
     max_length: int
@@ -106,6 +107,7 @@ class AbsolutePE:
         self.max_length = max_length
         self.embeddings = embeddings
         self._by_position: np.ndarray | None = None
+        self._direct = DirectCalls()
 
     def __call__(
         self,
@@ -150,7 +152,21 @@ class AbsolutePE:
             Fewer than 3 dims; "Channel dimension must match embedding size";
             "Sequence length exceeds maximum length"; a bad ``out``.
         """
-        return add_embeddings(self.embeddings, x, out, offset, batch_first, self._position_major)
+        if batch_first is False and type(x) is np.ndarray and type(offset) is int:
+            y = self._direct.call(x, out, offset)
+            if y is not None:
+                return y
+        y = add_embeddings(self.embeddings, x, out, offset, batch_first, self._position_major)
+        if batch_first is False and type(x) is np.ndarray and x.ndim == 3:
+            by_position = self._by_position
+            if by_position is not None and x.dtype != np.float16:
+                self._direct.remember(
+                    x,
+                    y,
+                    by_position.shape[1] - x.shape[0],
+                    lambda kernel_out: absolute_direct(x, kernel_out, by_position),
+                )
+        return y
 
     def _position_major(self, stop: int) -> np.ndarray:
         """The table in F order (each position's channels adjacent) for at

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
@@ -17,8 +17,9 @@ from ._checks import (
     promote,
     resolve_positions,
 )
+from ._direct import DirectCalls
 from ._kernels import rope_direct, rope_forward, rope_tables
-from ._views import grown_copy, may_share, run_forward
+from ._views import grown_copy, run_forward
 from .frequencies import frequency_bands
 
 __all__ = ["RoPE", "neg_half"]
@@ -224,7 +225,7 @@ class RoPE:
         # The kernels' marker: with equal partner rows each pair reads one row of each table.
         self._shared = shared
         self._backward_sin: np.ndarray | None = None
-        self._direct: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        self._direct = DirectCalls()
         self._position_rows: dict[int, np.ndarray] = {}
 
     def __call__(
@@ -274,20 +275,9 @@ class RoPE:
             the tables); a bad ``out``.
         """
         if positions is None and type(x) is np.ndarray and type(offset) is int:
-            direct = self._direct.get((x.shape, x.strides, x.dtype, out is x))
-            if direct is not None:
-                order, dtype, layout, last, entry, cos, sin, pairing, shared, length = direct
-                if 0 <= offset <= last:
-                    if out is None:
-                        y = np.empty(x.shape, dtype, order)
-                        entry(x, y, cos, sin, pairing, shared, offset, 0, length)
-                        return y
-                    if out is x and x.flags.behaved:
-                        entry(x, None, cos, sin, pairing, shared, offset, 0, length)
-                        return x
-                    if out is not x and _fits(out, x, layout):
-                        entry(x, out, cos, sin, pairing, shared, offset, 0, length)
-                        return out
+            y = self._direct.call(x, out, offset)
+            if y is not None:
+                return y
         return self._apply(x, out, offset, positions, self._kernel_tables, remember=True)
 
     def backward(
@@ -337,10 +327,9 @@ class RoPE:
         tables: tuple[np.ndarray, ...],
         remember: bool = False,
     ) -> np.ndarray:
-        """Check, allocate, rotate.  With ``remember``, a checked 3-D call whose
-        output is laid out as a new one would be leaves a direct call for the
-        next input of the same shape, strides and dtype (``__call__``'s fast
-        path: allocating or with ``out``, or in place after an in-place call)."""
+        """Check, allocate, rotate.  With ``remember``, a 3-D call leaves its
+        loop for the next input of the same layout (``__call__``'s fast path,
+        ``DirectCalls``)."""
         x = as_array(x, "x", 3)
         head_size, seq_len = x.shape[0], x.shape[1]
         if head_size != self.head_size:
@@ -354,7 +343,14 @@ class RoPE:
             return run_forward(rope_forward, x, out, *args, columns=where)
         run_forward(rope_forward, x, out, *args, where)
         if remember and x.ndim == 3 and np.float16 not in (x.dtype, out.dtype):
-            self._remember(x, out, tables)
+            self._direct.remember(
+                x,
+                out,
+                self.cos_cached.shape[1] - seq_len,
+                lambda kernel_out: rope_direct(
+                    x, kernel_out, tables[0], tables[1], self._pairing, self._shared
+                ),
+            )
         return out
 
     def _along_positions(self, table: np.ndarray, stop: int) -> np.ndarray:
@@ -363,34 +359,6 @@ class RoPE:
         kept = grown_copy(self._position_rows.get(id(table)), table, stop, "C")
         self._position_rows[id(table)] = kept
         return kept
-
-    def _remember(self, x: np.ndarray, out: np.ndarray, tables: tuple[np.ndarray, ...]) -> None:
-        """Keep the direct call for inputs like ``x`` when ``out`` is laid out as
-        a new output would be (``np.empty`` in C or F order, ``x``'s order)."""
-        order: Literal["C", "F"] = "C" if out.flags.c_contiguous else "F"
-        if out.strides != np.empty(x.shape, out.dtype, order).strides:
-            return
-        if out.strides != np.empty_like(x, out.dtype, "K").strides:
-            return
-        in_place = out is x  # the loop compiled to write into x (see run_forward)
-        direct = rope_direct(
-            x, None if in_place else out, tables[0], tables[1], self._pairing, self._shared
-        )
-        if direct is not None:
-            if len(self._direct) >= 64:  # many shapes in turn: keep the cache small
-                self._direct.clear()
-            last = self.cos_cached.shape[1] - x.shape[1]
-            self._direct[(x.shape, x.strides, x.dtype, in_place)] = (
-                order,
-                out.dtype,
-                (x.shape, out.strides, out.dtype),
-                last,
-                direct[0],
-                *tables,
-                self._pairing,
-                self._shared,
-                direct[1],
-            )
 
     def __getstate__(self) -> dict[str, Any]:
         """For pickle and copy: the tables and how channels pair.  What is kept
@@ -419,24 +387,6 @@ class RoPE:
             f"RoPE(head_size={self.head_size}, seq_len={self.cos_cached.shape[1]}, "
             f"T=np.{self.cos_cached.dtype}{pairing})"
         )
-
-
-def _fits(out: Any, x: np.ndarray, layout: tuple[Any, ...]) -> bool:
-    """Whether ``out``, not ``x`` itself, is exactly the kind of array a
-    remembered direct call writes: ``layout`` is its (shape, strides,
-    dtype), the dtype the very object (cheaper to compare; an equal copy of
-    it only takes the slow path); writeable and aligned (``behaved``); no
-    overlap with ``x`` (what ``output_for`` would check, for that one
-    layout)."""
-    shape, strides, dtype = layout
-    return (
-        type(out) is np.ndarray
-        and out.dtype is dtype
-        and out.strides == strides
-        and out.shape == shape
-        and out.flags.behaved
-        and not may_share(x, out)
-    )
 
 
 def _pairing(head_size: int, interleaved: bool) -> int | None:

@@ -119,6 +119,43 @@ def test_out_and_in_place(order):
     assert_bitwise_equal(x, expected)
 
 
+@pytest.mark.parametrize("order", ["C", "F", "strided"])
+@pytest.mark.parametrize("seq", [1, 2])
+def test_repeated_decoding_calls_take_the_direct_path_with_the_same_results(order, seq):
+    """After one checked call, decoding calls of the same layout (a position
+    or two; allocating, with ``out``, in place) skip the checks' slow path and
+    Numba's dispatch: the same bits, and the same refusals."""
+    pe = AbsolutePE(16, 40)
+    x = sample((seq, 16, 10), np.float32, seed=15)
+    x = x[:, :, ::2] if order == "strided" else np.asarray(x[:, :, :5], order=order)
+    out = np.empty_like(x)
+    for position in (0, 7, 40 - seq, 3):
+        want = reference.absolute_apply(x, pe.embeddings[:, position : position + seq])
+        assert_bitwise_equal(pe(x, offset=position), want)
+        assert pe(x, out=out, offset=position) is out
+        assert_bitwise_equal(out, want)
+        y = x.copy(order="K")
+        assert pe(y, out=y, offset=position) is y
+        assert_bitwise_equal(y, want)
+    remembered = [(a.shape, a.strides, a.dtype, a is y) in pe._direct for a in (x, y)]
+    # Julia's order with two positions runs the sequence-innermost loop, which is not kept.
+    assert remembered == [not (order == "F" and seq == 2)] * 2
+    with pytest.raises(ValueError, match="exceeds maximum length"):
+        pe(x, offset=41 - seq)
+    with pytest.raises(ValueError, match="offset"):
+        pe(x, offset=-1)
+    with pytest.raises(TypeError, match="dtype float32"):
+        pe(x, out=np.empty_like(x, dtype=np.float64))
+    memory = np.zeros(y.size + 1, np.float32)  # two arrays laid out as y, one element apart
+    shifted = [np.lib.stride_tricks.as_strided(memory[i:], y.shape, y.strides) for i in (0, 1)]
+    with pytest.raises(ValueError, match="overlaps"):
+        pe(shifted[0], out=shifted[1])
+    read_only = y.copy(order="K")
+    read_only.flags.writeable = False
+    with pytest.raises(ValueError, match="writeable"):
+        pe(read_only, out=read_only, offset=1)
+
+
 @pytest.mark.parametrize(
     "args,error,match",
     [

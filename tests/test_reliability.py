@@ -115,8 +115,8 @@ def test_process_pools_after_the_parent_used_the_library(method):
 
 def test_used_encodings_pickle_and_copy():
     """Models are saved and sent to worker processes after use: every encoding
-    object pickles and copies once called (RoPE's remembered compiled calls
-    stay behind), and the copy gives the same bits."""
+    object pickles and copies once called (remembered compiled calls stay
+    behind), and the copy gives the same bits."""
     rope = RoPE(8, 40)
     decode = np.ones((8, 1, 3), np.float32)
     one_column = np.ones((8, 20, 1), np.float32)  # keeps C-order copies of the tables
@@ -128,6 +128,7 @@ def test_used_encodings_pickle_and_copy():
         (rope, lambda r: r(one_column, offset=5)),
         (rope, lambda r: r.backward(decode, offset=7)),
         (pe, lambda p: p(batch_last, offset=2)),
+        (pe, lambda p: p(decode.transpose(1, 0, 2), offset=9)),  # remembers its loop
         (learned, lambda layer: layer(batch_last[:, :, :2])),
         (relative, lambda layer: layer(5, 6)),
     ]

@@ -1,0 +1,123 @@
+"""Compiled calls remembered for repeated small inputs (a decoding loop's next token)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Literal
+
+import numpy as np
+
+from ._kernels import Direct
+from ._views import may_share
+
+__all__ = ["DirectCalls"]
+
+_MOST_LAYOUTS = 64
+"""Records kept at most; many layouts in turn clear them (a small cache)."""
+
+
+class DirectCalls:
+    """The compiled loop a checked call ran, by input layout.
+
+    After a checked call on a 3-D input, the loop it ran is remembered for
+    inputs of the same shape, strides and dtype (and for in place, or not):
+    the next such call skips the checks' slow path, the choice of loop and
+    Numba's type dispatch, and is checked only for what can change between
+    two such inputs (the offset's range, and ``out``).  Only a call whose
+    output is laid out as a new output would be (``np.empty`` in ``x``'s
+    memory order) is remembered, since an allocating call then gets that
+    layout.
+
+    Pickles and copies as an empty record (compiled calls cannot be pickled;
+    the copy remembers its own as it is used).
+    """
+
+    __slots__ = ("_records",)
+
+    def __init__(self) -> None:
+        self._records: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+
+    def __reduce__(self) -> tuple[type[DirectCalls], tuple[()]]:
+        return DirectCalls, ()
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._records
+
+    def call(self, x: np.ndarray, out: np.ndarray | None, offset: int) -> np.ndarray | None:
+        """The result of the remembered call for ``x`` (an ndarray) with an
+        integer ``offset``, or None where there is none or its conditions do
+        not hold (then the caller takes the checked path)."""
+        shape = x.shape
+        record = self._records.get((shape, x.strides, x.dtype, out is x))
+        if record is None:
+            return None
+        order, dtype, layout, last, entry, args, length = record
+        if not 0 <= offset <= last:
+            return None
+        if out is None:
+            y = np.empty(shape, dtype, order)
+            entry(x, y, *args, offset, 0, length)
+            return y
+        if out is x:
+            if not x.flags.behaved:
+                return None
+            entry(x, None, *args, offset, 0, length)
+            return x
+        if not _fits(out, x, layout):
+            return None
+        entry(x, out, *args, offset, 0, length)
+        return out
+
+    def remember(
+        self,
+        x: np.ndarray,
+        out: np.ndarray,
+        last: int,
+        find: Callable[[np.ndarray | None], Direct | None],
+    ) -> None:
+        """After a checked call of ``x`` into ``out`` (``x`` itself in place),
+        keep the loop ``find`` gives for the arrays the loop was handed (None
+        for ``out`` in place); ``last`` is the largest offset the call's
+        tables cover for this sequence length."""
+        order: Literal["C", "F"] = "C" if out.flags.c_contiguous else "F"
+        if out.strides != np.empty(x.shape, out.dtype, order).strides:
+            return
+        if out.strides != np.empty_like(x, out.dtype, "K").strides:
+            return
+        in_place = out is x  # the loop compiled to write into x (see run_forward)
+        found = find(None if in_place else out)
+        if found is None:
+            return
+        if len(self._records) >= _MOST_LAYOUTS:
+            self._records.clear()
+        entry, args, length = found
+        layout = (x.shape, out.strides, out.dtype)
+        self._records[(x.shape, x.strides, x.dtype, in_place)] = (
+            order,
+            out.dtype,
+            layout,
+            last,
+            entry,
+            args,
+            length,
+        )
+
+
+def _fits(out: Any, x: np.ndarray, layout: tuple[Any, ...]) -> bool:
+    """Whether ``out``, not ``x`` itself, is exactly the kind of array a
+    remembered call writes: ``layout`` is its (shape, strides, dtype), the
+    dtype the very object (cheaper to compare; an equal copy of it only
+    takes the checked path); writeable and aligned (``behaved``); no
+    overlap with ``x`` (what the checks would refuse, for that one layout)."""
+    shape, strides, dtype = layout
+    return (
+        type(out) is np.ndarray
+        and out.dtype is dtype
+        and out.strides == strides
+        and out.shape == shape
+        and out.flags.behaved
+        and not may_share(x, out)
+    )
