@@ -257,6 +257,16 @@ def decode(settings: Settings, order: str, writes: str) -> Row:
     )
 
 
+def pe_decode(settings: Settings, order: str) -> Row:
+    """AbsolutePE's decoding step, ``pe(x)`` on ``(1, 512, 32)`` float32 (the
+    Julia docs' features and batch), position 0: microseconds per call."""
+    pe = _absolute_pe(512, 1)
+    x = _array((1, 512, 32), np.float32, order)
+    contenders, floor = _plain_call(pe, x, "new")
+    contenders |= {"numpy": pe_numpy(pe, x), "torch": pe_torch(pe, x)}
+    return _measure("decode", "decode pe(x)", x, order, contenders, floor, settings)
+
+
 def _absolute_pe(features: int, seq: int) -> AbsolutePE:
     """The AbsolutePE a model would hold: the Julia docs' 1000 positions, or
     ``seq`` if longer (a table only as long as ``x`` would hide the cost of
@@ -360,7 +370,8 @@ def all_cases(quick: bool) -> list[Case]:
     in float32, 256 MB in float64), an in-cache ``(128, 512, 32)``, the
     decoding step ``(128, 1, 32)``, a call split over one and over two
     threads at 4, 8 and 16 MB ``(128, n, 32)``, AbsolutePE on the Julia docs'
-    ``(100, 512, 32)`` and on ``(4096, 512, 16)``, AbsolutePE batch-first
+    ``(100, 512, 32)``, on ``(4096, 512, 16)`` and its decoding step ``(1, 512, 32)``,
+    AbsolutePE batch-first
     ``(32, 256, 512)`` and RoPE on one batch column ``(128, 4096, 1)``.  Without ``quick``, the
     cold start also runs with an empty cache (compiling everything).
     """
@@ -395,6 +406,7 @@ def all_cases(quick: bool) -> list[Case]:
         for writes in ("new", "out", "x")
         for order in "CF"
     ]
+    cases += [Case("decode", partial(pe_decode, order=order)) for order in "CF"]
     absolute = size((4096, 512, 16), (64, 512, 2))
     pe_rows = [("pe", size((100, 512, 32), (10, 512, 4))), ("pe", absolute), ("pe-out", absolute)]
     cases += [

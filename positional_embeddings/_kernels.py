@@ -685,7 +685,7 @@ def absolute_direct(
     few = _absolute_few(x, _smallest_stride(x), traffic)
     if few is None:
         return None
-    return _compiled(_absolute_few_positions, x, out, (by_position, few), x.shape[0])
+    return _compiled(_absolute_few_positions, x, out, (by_position.T, few), x.shape[0])
 
 
 def _compiled(
@@ -852,17 +852,20 @@ def _absolute_inner_batch(x, out, embeddings, offset, parts, start, stop):  # ty
 
 
 @numba.njit(**JIT)
-def _absolute_few_positions(x, out, embeddings, channels_inner, offset, start, stop):  # type: ignore[no-untyped-def]
+def _absolute_few_positions(x, out, by_position, channels_inner, offset, start, stop):  # type: ignore[no-untyped-def]
     """AbsolutePE for a few positions (decoding) on one thread: range over
     positions; inside, every batch column with its channels innermost
     (``channels_inner``: Julia's order with one position, where a column's
     channels are adjacent) or every channel with its batch row innermost (C
-    order).  ``embeddings`` is position-major, so a position's column is
-    one run."""
+    order).  ``by_position`` is the table as (positions, channels), so a
+    position's channels are one row: C order (the transpose of the
+    position-major table) makes that row contiguous for the compiler, even
+    for a table of one position, which is C- and F-contiguous at once
+    (Numba types it as C order, and its columns as strided)."""
     out = _written(x, out)
     channels, batch = x.shape[1], x.shape[2]
     for s in range(start, stop):
-        column = embeddings[:, s + offset]
+        column = by_position[s + offset]
         if not channels_inner:
             _add_position(x, out, column, s, 0, channels)
             continue
@@ -897,7 +900,7 @@ def absolute_forward(
     few = _absolute_few(x, inner, traffic)
     planes = _planes(x, out) if inner == 0 and seq <= _SHORT_SEQUENCE else None
     if few is not None:
-        run_ranges(_absolute_few_positions, seq, traffic, x, out, embeddings, few, offset)
+        run_ranges(_absolute_few_positions, seq, traffic, x, out, embeddings.T, few, offset)
     elif planes is not None:
         width = max(_PLANE_ELEMENTS // max(seq, 1), 1)  # channels laid out at a time
         groups = -(-channels // width)

@@ -43,6 +43,7 @@ def test_quick_run_prints_the_table_and_writes_markdown_and_json(tmp_path: Path)
     )
     assert "rope(x)  " in result.stdout
     assert "decode rope(x, out=out)" in result.stdout and "decode rope(x, out=x)" in result.stdout
+    assert "decode pe(x)" in result.stdout
     assert "Targets: not checked with --quick" in result.stdout
 
     data = json.loads(payload.read_text(encoding="utf-8"))
@@ -70,6 +71,7 @@ def test_targets_are_judged_on_full_size_rows() -> None:
         _row("rope", "rope(x)", (64, 100, 256), 0.003, 0.001),  # 6.5 MB, in cache: not judged
         _row("rope-in-cache", "in-cache rope(x, out=out)", (128, 512, 32), 1.0, 1.2),
         _row("decode", "decode rope(x)", (128, 1, 32), 1.8e-6, 1e-6),
+        _row("decode", "decode pe(x)", (1, 512, 32), 2.2e-6, 1e-6),  # no target of its own
         Row("tables", "RoPE(128, 131072)", (128, 131072), "", "float32", 0.054),
         Row("cold-start", "cold start, warm cache", (), "", "", 1.2, "import numba", 0.4),
     ]
@@ -79,7 +81,7 @@ def test_targets_are_judged_on_full_size_rows() -> None:
         ("allocating", "pe(x) 4096×512×16 C float32"): False,
         ("allocating", "rope(x) 128×4096×32 C float32"): True,
         ("in-cache", "in-cache rope(x, out=out) 128×512×32 C float32"): False,  # 1.2×, 1.3× asked
-        ("decode", "decode rope(x) 128×1×32 C float32"): True,
+        ("RoPE", "decode rope(x) 128×1×32 C float32"): True,
         ("RoPE(128,", "RoPE(128, 131072) 128×131072 float32"): True,
         ("cold", "cold start, warm cache"): False,
         ("≥", "rope(x) 128×2048×128 C float32"): True,
