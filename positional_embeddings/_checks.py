@@ -21,6 +21,7 @@ __all__ = [
     "as_real",
     "as_size",
     "check_finite_angles",
+    "native",
     "output_for",
     "promote",
     "resolve_positions",
@@ -72,9 +73,10 @@ def as_real(value: Any, name: str) -> float:
 
 
 def as_float_dtype(T: Any) -> np.dtype:
-    """Translate Julia's ``T=Float16/Float32/Float64`` into a numpy float dtype."""
+    """Translate Julia's ``T=Float16/Float32/Float64`` into a numpy float
+    dtype, in the machine's byte order."""
     try:
-        dtype = np.dtype(T)
+        dtype = native(np.dtype(T))
     except TypeError:
         dtype = np.dtype(object)
     if T is None or not any(dtype == allowed for allowed in _FLOAT_DTYPES):
@@ -88,23 +90,28 @@ def as_float_dtype(T: Any) -> np.dtype:
 def as_array(x: Any, name: str, min_ndim: int) -> np.ndarray:
     """View ``x`` as a numpy array of a real numeric dtype with ``min_ndim`` dims or more.
 
-    Nothing is copied for a numpy array; other array-likes go through
-    ``np.asarray``.  Bool, integer and float16/32/64 dtypes are accepted, as
+    Nothing is copied for a numpy array in the machine's byte order; other
+    array-likes go through ``np.asarray``, and an array in the other byte
+    order (read from a big-endian file) becomes a copy in the machine's, with
+    the same values.  Bool, integer and float16/32/64 dtypes are accepted, as
     Julia accepts ``Bool``, ``Int`` and ``Float`` arrays; complex, object,
     string and extended-precision arrays are rejected.
     """
     array = np.asarray(x)
-    kind = array.dtype.kind
-    if not (kind in "biu" or array.dtype in _FLOAT_DTYPES):
-        raise TypeError(
-            f"{name} must have a bool, integer or float16/32/64 dtype, got {array.dtype}"
-        )
+    dtype = native(array.dtype)
+    if not (dtype.kind in "biu" or dtype in _FLOAT_DTYPES):
+        raise TypeError(f"{name} must have a bool, integer or float16/32/64 dtype, got {dtype}")
     if array.ndim < min_ndim:
         raise ValueError(
             f"{name} must have at least {min_ndim} dimensions, "
             f"got shape {array.shape} ({array.ndim} dims)"
         )
-    return array
+    return array if array.dtype.isnative else array.astype(dtype)
+
+
+def native(dtype: np.dtype) -> np.dtype:
+    """``dtype`` in the machine's byte order (itself if it already is)."""
+    return dtype if dtype.isnative else dtype.newbyteorder("=")
 
 
 @functools.cache

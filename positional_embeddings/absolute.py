@@ -158,8 +158,8 @@ class AbsolutePE:
                 return y
         y = add_embeddings(self.embeddings, x, out, offset, batch_first, self._position_major)
         if batch_first is False and type(x) is np.ndarray and x.ndim == 3:
-            by_position = self._by_position
-            if by_position is not None and x.dtype != np.float16:
+            by_position = self._by_position  # the checks kept x itself if its dtype is native
+            if by_position is not None and x.dtype.isnative and x.dtype != np.float16:
                 self._direct.remember(
                     x,
                     y,

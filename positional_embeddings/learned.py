@@ -6,7 +6,15 @@ from typing import Any
 
 import numpy as np
 
-from ._checks import as_array, as_flag, as_float_dtype, as_real, as_size, resolve_positions
+from ._checks import (
+    as_array,
+    as_flag,
+    as_float_dtype,
+    as_real,
+    as_size,
+    native,
+    resolve_positions,
+)
 from .absolute import add_embeddings
 
 __all__ = ["LearnedPE"]
@@ -83,6 +91,12 @@ class LearnedPE:
         """A LearnedPE holding ``embeddings`` (max_length, embedding_size) itself, not a copy."""
         table = np.asarray(embeddings)
         _table_dtype(table.dtype)
+        if not table.dtype.isnative:
+            raise TypeError(
+                "embeddings must be in the machine's byte order (the table is used as it is, "
+                f"not copied), got {table.dtype.str}; pass embeddings.astype("
+                f"'{native(table.dtype).str}')"
+            )
         if table.ndim != 2:
             raise ValueError(
                 f"embeddings must be (max_length, embedding_size), got shape {table.shape}"

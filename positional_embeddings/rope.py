@@ -177,12 +177,12 @@ class RoPE:
         tables = []
         for name, table in (("cos_cached", cos_cached), ("sin_cached", sin_cached)):
             array = np.asarray(table)
-            as_float_dtype(array.dtype)
+            dtype = as_float_dtype(array.dtype)
             if array.ndim != 2 or array.shape[0] != head_size:
                 raise ValueError(
                     f"{name} must have shape (head_size={head_size}, seq_len), got {array.shape}"
                 )
-            tables.append(np.array(array, order="F"))
+            tables.append(np.array(array, dtype, order="F"))
         cos, sin = tables
         if cos.shape != sin.shape or cos.dtype != sin.dtype:
             raise ValueError(

@@ -1,5 +1,6 @@
 """Any array-like goes in, numpy comes out: lists, views, read-only buffers,
-``__array__`` and DLPack producers, and torch CPU tensors where torch is installed."""
+arrays in either byte order, ``__array__`` and DLPack producers, and torch
+CPU tensors where torch is installed."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import array
 import numpy as np
 import pytest
 
-from positional_embeddings import AbsolutePE, RoPE, neg_half
+from positional_embeddings import AbsolutePE, LearnedPE, RoPE, neg_half
 
 from comparisons import assert_bitwise_equal
 
@@ -78,6 +79,45 @@ def test_no_copy_of_a_numpy_input():
     ROPE(view)
     assert np.shares_memory(view, base)
     assert_bitwise_equal(base, before)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.float16, np.float32, np.float64])
+def test_arrays_in_the_other_byte_order_give_the_same_bits(dtype):
+    """Data read from a big-endian file: every layer gives the native array's
+    bits, in the machine's byte order, the first time and when repeated (a
+    decoding loop); the input is not changed."""
+    learned = LearnedPE(8, 4, seed=0)
+    calls = [
+        lambda a: ROPE(a, offset=2),
+        lambda a: ROPE(a[:, :1], offset=5),
+        ROPE.backward,
+        lambda a: AbsolutePE(4, 8)(a.transpose(1, 0, 2), offset=1),
+        lambda a: AbsolutePE(4, 8)(a[:, :1].transpose(1, 0, 2), offset=4),
+        lambda a: learned(a.transpose(1, 0, 2)),
+    ]
+    native = (X * 7).astype(dtype)
+    swapped = native.astype(native.dtype.newbyteorder("S"))
+    before = swapped.copy()
+    for call in calls:
+        for _ in range(2):
+            result = call(swapped)
+            assert result.dtype.isnative
+            assert_bitwise_equal(result, call(native))
+    assert_bitwise_equal(swapped, before)
+
+
+def test_tables_in_the_other_byte_order():
+    """Tables given in the other byte order: RoPE copies them into the
+    machine's; LearnedPE.from_table, which uses its table as it is, refuses."""
+    tables = (ROPE.cos_cached, ROPE.sin_cached)
+    swapped = [table.astype(table.dtype.newbyteorder("S")) for table in tables]
+    rope = RoPE.from_tables(4, *swapped)
+    assert rope.cos_cached.dtype.isnative and rope.sin_cached.dtype.isnative
+    assert_bitwise_equal(rope(X), ROPE(X))
+    assert_bitwise_equal(RoPE(4, 8, T=np.dtype(">f4")).cos_cached, ROPE.cos_cached)
+    table = np.zeros((8, 4), np.float32)
+    with pytest.raises(TypeError, match="byte order"):
+        LearnedPE.from_table(table.astype(table.dtype.newbyteorder("S")))
 
 
 def test_torch_tensors():
