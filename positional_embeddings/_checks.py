@@ -23,6 +23,7 @@ __all__ = [
     "check_finite_angles",
     "native",
     "output_for",
+    "plain_array",
     "promote",
     "resolve_positions",
 ]
@@ -97,7 +98,7 @@ def as_array(x: Any, name: str, min_ndim: int) -> np.ndarray:
     Julia accepts ``Bool``, ``Int`` and ``Float`` arrays; complex, object,
     string and extended-precision arrays are rejected.
     """
-    array = np.asarray(x)
+    array = plain_array(x, name)
     dtype = native(array.dtype)
     if not (dtype.kind in "biu" or dtype in _FLOAT_DTYPES):
         raise TypeError(f"{name} must have a bool, integer or float16/32/64 dtype, got {dtype}")
@@ -107,6 +108,17 @@ def as_array(x: Any, name: str, min_ndim: int) -> np.ndarray:
             f"got shape {array.shape} ({array.ndim} dims)"
         )
     return array if array.dtype.isnative else array.astype(dtype)
+
+
+def plain_array(value: Any, name: str) -> np.ndarray:
+    """``np.asarray(value)``, refusing masked arrays: their mask would be
+    dropped and the masked elements' hidden values used."""
+    if isinstance(value, np.ma.MaskedArray):
+        raise TypeError(
+            f"{name} must not be a masked array (its mask would be ignored); "
+            f"pass {name}.filled(value) or {name}.data"
+        )
+    return np.asarray(value)
 
 
 def native(dtype: np.dtype) -> np.dtype:
@@ -191,7 +203,7 @@ def resolve_positions(
         return offset
     if not (isinstance(offset, int) and offset == 0):
         raise ValueError("pass either offset or positions, not both")
-    ids = np.asarray(positions)
+    ids = plain_array(positions, "positions")
     if ids.dtype.kind not in "iu":
         raise TypeError(f"positions must be integers, got dtype {ids.dtype}")
     if ids.shape not in ((seq_len,), tuple(column_shape)):

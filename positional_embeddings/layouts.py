@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ._checks import as_size
+from ._checks import as_size, plain_array
 
 __all__ = ["half_to_interleaved", "interleaved_to_half"]
 
@@ -37,7 +37,7 @@ def _order(head_size: int, heads: int, to_half: bool) -> np.ndarray:
 
 
 def _convert(a: Any, axis: int, heads: int, to_half: bool) -> np.ndarray:
-    array = np.asarray(a)
+    array = plain_array(a, "a")
     if array.ndim == 0:
         raise ValueError("expected an array with at least 1 dimension, got a 0-d array")
     axis = as_size(axis, "axis", minimum=-array.ndim)

@@ -13,6 +13,7 @@ from ._checks import (
     as_real,
     as_size,
     native,
+    plain_array,
     resolve_positions,
 )
 from .absolute import add_embeddings
@@ -89,7 +90,7 @@ class LearnedPE:
     @classmethod
     def from_table(cls, embeddings: Any) -> LearnedPE:
         """A LearnedPE holding ``embeddings`` (max_length, embedding_size) itself, not a copy."""
-        table = np.asarray(embeddings)
+        table = plain_array(embeddings, "embeddings")
         _table_dtype(table.dtype)
         if not table.dtype.isnative:
             raise TypeError(

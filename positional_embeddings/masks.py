@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from ._checks import as_size
+from ._checks import as_size, plain_array
 
 __all__ = ["create_causal_mask", "create_padding_mask"]
 
@@ -96,7 +96,7 @@ def create_padding_mask(lengths: Any, max_len: int) -> np.ndarray:
            [ True,  True,  True]])
     """
     max_len = as_size(max_len, "max_len")
-    lengths_array = np.asarray(lengths)
+    lengths_array = plain_array(lengths, "lengths")
     if lengths_array.dtype.kind not in "iu" and lengths_array.size:
         raise TypeError(
             f"lengths must be integers (Julia's Vector{{Int}}), got {lengths_array.dtype}"

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ._checks import as_flag, as_float_dtype, as_real, as_size
+from ._checks import as_flag, as_float_dtype, as_real, as_size, plain_array
 from ._kernels import gather_rows, relative_index, t5_bucket
 
 __all__ = ["RelativePE", "relative_position_index", "t5_relative_position_bucket"]
@@ -166,7 +166,7 @@ def t5_relative_position_bucket(
             "need at least 2 exact buckets per direction and max_distance above them, got "
             f"num_buckets={num_buckets}, max_distance={max_distance}"
         )
-    relative = np.asarray(relative_position)
+    relative = plain_array(relative_position, "relative_position")
     if relative.dtype.kind not in "iu":
         raise TypeError(f"relative_position must be integers, got dtype {relative.dtype}")
     flat = np.ascontiguousarray(relative, dtype=np.int64).reshape(-1)

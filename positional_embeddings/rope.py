@@ -14,6 +14,7 @@ from ._checks import (
     as_size,
     check_finite_angles,
     output_for,
+    plain_array,
     promote,
     resolve_positions,
 )
@@ -176,7 +177,7 @@ class RoPE:
         head_size = _check_head_size(head_size, interleaved)
         tables = []
         for name, table in (("cos_cached", cos_cached), ("sin_cached", sin_cached)):
-            array = np.asarray(table)
+            array = plain_array(table, name)
             dtype = as_float_dtype(array.dtype)
             if array.ndim != 2 or array.shape[0] != head_size:
                 raise ValueError(
@@ -455,7 +456,7 @@ def neg_half(x: Any, dim: int = 0) -> np.ndarray:
     >>> neg_half(np.array([1, 2, 3]))
     array([-2, -3,  1])
     """
-    x = np.asarray(x)
+    x = plain_array(x, "x")
     if x.dtype.kind not in "biufc":
         raise TypeError(f"x must have a numeric dtype, got {x.dtype}")
     if x.ndim == 0:

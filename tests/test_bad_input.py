@@ -39,6 +39,13 @@ def _x(shape, dtype=np.float32):
     return np.ones(shape, dtype=dtype)
 
 
+def _masked(shape, dtype=np.float32):
+    """A masked array with its first element masked (its mask would be dropped)."""
+    mask = np.zeros(shape, bool)
+    mask.flat[0] = True
+    return np.ma.masked_array(np.ones(shape, dtype), mask=mask)
+
+
 def _read_only(a):
     a = a.copy()
     a.flags.writeable = False
@@ -101,6 +108,7 @@ def call_cases():
         yield f"{name} strings", layer, (np.full((8, 8, 1), "a"),), {}
         yield f"{name} datetime", layer, (np.zeros((8, 8, 1), "datetime64[s]"),), {}
         yield f"{name} ragged list", layer, ([[[1.0]], [[1.0, 2.0]]],), {}
+        yield f"{name} masked", layer, (_masked((8, 8, 1)),), {}
         yield f"{name} out shape", layer, (_x((8, 8, 2)),), {"out": _x((8, 8, 3))}
         yield f"{name} out dtype", layer, (_x((8, 8, 2)),), {"out": _x((8, 8, 2), np.float64)}
         yield f"{name} out list", layer, (_x((8, 8, 2)),), {"out": [[0.0]]}
@@ -124,6 +132,15 @@ def call_cases():
     yield "neg_half dim float", neg_half, (_x((2, 2, 2)), 0.0), {}
     yield "neg_half 0-d", neg_half, (np.float32(1),), {}
     yield "neg_half object", neg_half, (np.ones(3, dtype=object),), {}
+    yield "neg_half masked", neg_half, (_masked((2, 2)),), {}
+    yield "rope positions masked", ROPE, (_x((8, 3, 1)),), {"positions": _masked((3,), int)}
+    yield "padding masked lengths", create_padding_mask, (_masked((2,), int), 3), {}
+    yield "t5 masked", t5_relative_position_bucket, (_masked((3,), int),), {}
+    yield "interleaved_to_half masked", interleaved_to_half, (_masked((6, 2)),), {}
+    yield "from_tables masked", RoPE.from_tables, (2, _masked((2, 2)), _x((2, 2))), {}
+    yield "LearnedPE.from_table masked", LearnedPE.from_table, (_masked((4, 2)),), {}
+    swapped = _x((4, 2)).astype(">f4" if np.little_endian else "<f4")
+    yield "LearnedPE.from_table other byte order", LearnedPE.from_table, (swapped,), {}
     yield "interleaved_to_half heads", interleaved_to_half, (_x((6, 2)),), {"heads": 4}
     yield "half_to_interleaved axis", half_to_interleaved, (_x((6, 2)),), {"axis": 2}
 
