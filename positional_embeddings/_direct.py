@@ -81,13 +81,24 @@ class DirectCalls:
         """After a checked call of ``x`` into ``out`` (``x`` itself in place),
         keep the loop ``find`` gives for the arrays the loop was handed (None
         for ``out`` in place); ``last`` is the largest offset the call's
-        tables cover for this sequence length."""
+        tables cover for this sequence length.
+
+        ``find`` costs tens of microseconds (Numba's ``typeof`` of each
+        argument), so it is not asked again while a record for such calls
+        covers ``last``, nor for an ``out`` that is another view of ``x``'s
+        elements (written in place, but never accepted by ``call``).
+        """
+        in_place = out is x  # the loop compiled to write into x (see run_forward)
+        kept = self._records.get((x.shape, x.strides, x.dtype, in_place))
+        if kept is not None and kept[3] >= last:
+            return
+        if not in_place and may_share(x, out):
+            return
         order: Literal["C", "F"] = "C" if out.flags.c_contiguous else "F"
         if out.strides != np.empty(x.shape, out.dtype, order).strides:
             return
         if out.strides != np.empty_like(x, out.dtype, "K").strides:
             return
-        in_place = out is x  # the loop compiled to write into x (see run_forward)
         found = find(None if in_place else out)
         if found is None:
             return

@@ -279,7 +279,8 @@ class RoPE:
             y = self._direct.call(x, out, offset)
             if y is not None:
                 return y
-        return self._apply(x, out, offset, positions, self._kernel_tables, remember=True)
+        remember = positions is None  # the direct path takes offsets only
+        return self._apply(x, out, offset, positions, self._kernel_tables, remember)
 
     def backward(
         self,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from positional_embeddings import AbsolutePE
+from positional_embeddings import AbsolutePE, RoPE, _kernels
 
 import reference
 from comparisons import assert_bitwise_equal, ulp_distance
@@ -154,6 +154,38 @@ def test_repeated_decoding_calls_take_the_direct_path_with_the_same_results(orde
     read_only.flags.writeable = False
     with pytest.raises(ValueError, match="writeable"):
         pe(read_only, out=read_only, offset=1)
+
+
+def test_calls_off_the_direct_path_do_not_search_for_it_every_time(monkeypatch):
+    """Finding a remembered call's compiled loop costs tens of microseconds
+    (Numba's typeof): a decoding loop finds it again only when the tables it
+    may read grow (positions 0, 1, 2, 4, ... for AbsolutePE's position-major
+    copy), and calls that cannot take the direct path (explicit positions,
+    ``out`` another view of ``x``) never search."""
+    searches = []
+    compiled = _kernels._compiled
+    monkeypatch.setattr(_kernels, "_compiled", lambda *a: searches.append(a) or compiled(*a))
+    pe = AbsolutePE(16, 40)
+    x = sample((1, 16, 8), np.float32, seed=16)
+    for position in range(40):
+        assert_bitwise_equal(pe(x, offset=position), x + pe.embeddings[:, position][:, None])
+    assert 1 <= len(searches) <= 7  # the table grew to 1, 2, 4, ..., 40 positions
+    rope = RoPE(16, 40)
+    y = sample((16, 1, 8), np.float32, seed=17)
+    searched = len(searches)
+    by_position = [rope(y, positions=[position]) for position in range(5)]
+    for position in range(5):
+        same = y.copy()
+        assert rope(same, out=same.view(), offset=position).base is same  # in place, another view
+        assert_bitwise_equal(same, by_position[position])
+    assert len(searches) == searched
+    memory = np.frombuffer(bytearray(y.nbytes + 1), np.uint8)[1:]
+    unaligned = memory.view(np.float32).reshape(y.shape)  # never taken by the direct path
+    for position in range(5):
+        assert_bitwise_equal(rope(y, offset=position), by_position[position])
+        assert rope(y, out=unaligned, offset=position) is unaligned
+        assert_bitwise_equal(unaligned, by_position[position])
+    assert len(searches) == searched + 1  # the first offset call's
 
 
 @pytest.mark.parametrize(
