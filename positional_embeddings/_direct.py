@@ -46,29 +46,36 @@ class DirectCalls:
     def __contains__(self, key: object) -> bool:
         return key in self._records
 
-    def call(self, x: np.ndarray, out: np.ndarray | None, offset: int) -> np.ndarray | None:
-        """The result of the remembered call for ``x`` (an ndarray) with an
-        integer ``offset``, or None where there is none or its conditions do
-        not hold (then the caller takes the checked path)."""
+    def call(
+        self, x: np.ndarray, out: np.ndarray | None, where: int | np.ndarray
+    ) -> np.ndarray | None:
+        """The result of the remembered call for ``x`` (an ndarray) at
+        ``where``, an integer offset or an ndarray of position ids, or None
+        where there is none or its conditions do not hold (then the caller
+        takes the checked path)."""
         shape = x.shape
-        record = self._records.get((shape, x.strides, x.dtype, out is x))
-        if record is None:
-            return None
-        order, dtype, layout, last, entry, args, length = record
-        if not 0 <= offset <= last:
-            return None
+        if isinstance(where, np.ndarray):
+            key = (shape, x.strides, x.dtype, out is x, where.shape, where.strides, where.dtype)
+            record = self._records.get(key)
+            if record is None or not _within(where, record[3] + shape[1]):
+                return None
+        else:
+            record = self._records.get((shape, x.strides, x.dtype, out is x))
+            if record is None or not 0 <= where <= record[3]:
+                return None
+        order, dtype, layout, _, entry, args, length = record
         if out is None:
             y = np.empty(shape, dtype, order)
-            entry(x, y, *args, offset, 0, length)
+            entry(x, y, *args, where, 0, length)
             return y
         if out is x:
             if not x.flags.behaved:
                 return None
-            entry(x, None, *args, offset, 0, length)
+            entry(x, None, *args, where, 0, length)
             return x
         if not _fits(out, x, layout):
             return None
-        entry(x, out, *args, offset, 0, length)
+        entry(x, out, *args, where, 0, length)
         return out
 
     def remember(
@@ -77,11 +84,14 @@ class DirectCalls:
         out: np.ndarray,
         last: int,
         find: Callable[[np.ndarray | None], Direct | None],
+        ids: np.ndarray | None = None,
     ) -> None:
         """After a checked call of ``x`` into ``out`` (``x`` itself in place),
         keep the loop ``find`` gives for the arrays the loop was handed (None
         for ``out`` in place); ``last`` is the largest offset the call's
-        tables cover for this sequence length.
+        tables cover for this sequence length.  ``ids``, if given, are the
+        position ids the call read (native ``intp``): the record is then for
+        ids of their shape and layout.
 
         ``find`` costs tens of microseconds (Numba's ``typeof`` of each
         argument), so it is not asked again while a record for such calls
@@ -89,7 +99,10 @@ class DirectCalls:
         elements (written in place, but never accepted by ``call``).
         """
         in_place = out is x  # the loop compiled to write into x (see run_forward)
-        kept = self._records.get((x.shape, x.strides, x.dtype, in_place))
+        key: tuple[Any, ...] = (x.shape, x.strides, x.dtype, in_place)
+        if ids is not None:
+            key += (ids.shape, ids.strides, ids.dtype)
+        kept = self._records.get(key)
         if kept is not None and kept[3] >= last:
             return
         if not in_place and may_share(x, out):
@@ -106,15 +119,12 @@ class DirectCalls:
             self._records.clear()
         entry, args, length = found
         layout = (x.shape, out.strides, out.dtype)
-        self._records[(x.shape, x.strides, x.dtype, in_place)] = (
-            order,
-            out.dtype,
-            layout,
-            last,
-            entry,
-            args,
-            length,
-        )
+        self._records[key] = (order, out.dtype, layout, last, entry, args, length)
+
+
+def _within(ids: np.ndarray, length: int) -> bool:
+    """Whether every id lies in ``0 .. length - 1`` (what the checks require)."""
+    return ids.size == 0 or (ids.min() >= 0 and ids.max() < length)
 
 
 def _fits(out: Any, x: np.ndarray, layout: tuple[Any, ...]) -> bool:

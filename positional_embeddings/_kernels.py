@@ -656,9 +656,11 @@ def rope_direct(
     sin: np.ndarray,
     pairing: int | None,
     shared: bool | None,
+    positions: int | np.ndarray,
 ) -> Direct | None:
     """The compiled loop ``rope_forward`` ran for arrays like ``x`` and
-    ``out``, as ``(entry, args, length)``: ``entry(x, out, *args, offset, 0,
+    ``out`` with ``positions`` (an offset, or ids of that type and layout),
+    as ``(entry, args, length)``: ``entry(x, out, *args, positions, 0,
     length)`` is that call for any arrays of the same types (``args`` are
     the tables, ``pairing`` and ``shared``).  None where the call needs
     threads, reads the tables along positions or has not been compiled yet.
@@ -669,10 +671,10 @@ def rope_direct(
     traffic = _traffic(x, out)
     if not _parallel.serial(traffic):
         return None
-    kernel, length = _rope_loop(x, 0, traffic)
+    kernel, length = _rope_loop(x, positions, traffic)
     if kernel is _rope_inner_seq:  # reads other tables (``rope_forward``)
         return None
-    return _compiled(kernel, x, out, (cos, sin, pairing, shared), length)
+    return _compiled(kernel, x, out, (cos, sin, pairing, shared), positions, length)
 
 
 def absolute_direct(
@@ -685,15 +687,21 @@ def absolute_direct(
     few = _absolute_few(x, _smallest_stride(x), traffic)
     if few is None:
         return None
-    return _compiled(_absolute_few_positions, x, out, (by_position.T, few), x.shape[0])
+    return _compiled(_absolute_few_positions, x, out, (by_position.T, few), 0, x.shape[0])
 
 
 def _compiled(
-    kernel: Any, x: np.ndarray, out: np.ndarray | None, args: tuple[Any, ...], length: int
+    kernel: Any,
+    x: np.ndarray,
+    out: np.ndarray | None,
+    args: tuple[Any, ...],
+    positions: int | np.ndarray,
+    length: int,
 ) -> Direct | None:
-    """``kernel``'s compiled entry for these arguments (offset 0 and a range
-    stand for any), without Numba's type dispatch; None if not compiled."""
-    arguments = (x, out, *args, 0, 0, length)
+    """``kernel``'s compiled entry for these arguments (``positions`` and a
+    range stand for any of their types), without Numba's type dispatch; None
+    if not compiled."""
+    arguments = (x, out, *args, positions, 0, length)
     compiled = kernel.overloads.get(tuple(kernel.typeof_pyval(a) for a in arguments))
     return None if compiled is None else (compiled.entry_point, args, length)
 

@@ -275,12 +275,16 @@ class RoPE:
             32"; "Sequence length exceeds maximum length" (positions beyond
             the tables); a bad ``out``.
         """
-        if positions is None and type(x) is np.ndarray and type(offset) is int:
-            y = self._direct.call(x, out, offset)
+        if type(x) is np.ndarray and type(offset) is int:
+            if positions is None:
+                y = self._direct.call(x, out, offset)
+            elif type(positions) is np.ndarray and offset == 0:
+                y = self._direct.call(x, out, positions)
+            else:
+                y = None
             if y is not None:
                 return y
-        remember = positions is None  # the direct path takes offsets only
-        return self._apply(x, out, offset, positions, self._kernel_tables, remember)
+        return self._apply(x, out, offset, positions, self._kernel_tables, remember=True)
 
     def backward(
         self,
@@ -341,17 +345,20 @@ class RoPE:
         where = resolve_positions(seq_len, x.shape[1:], self.cos_cached.shape[1], offset, positions)
         out = output_for(x, promote(x.dtype, self.cos_cached.dtype), out)
         args = (*tables, self._pairing, self._shared, self._along_positions)
-        if isinstance(where, np.ndarray) and where.ndim > 1:
-            return run_forward(rope_forward, x, out, *args, columns=where)
-        run_forward(rope_forward, x, out, *args, where)
+        ids = where if isinstance(where, np.ndarray) else None
+        if ids is not None and ids.ndim > 1:
+            run_forward(rope_forward, x, out, *args, columns=ids)
+        else:
+            run_forward(rope_forward, x, out, *args, where)
         if remember and x.ndim == 3 and np.float16 not in (x.dtype, out.dtype):
             self._direct.remember(
                 x,
                 out,
                 self.cos_cached.shape[1] - seq_len,
                 lambda kernel_out: rope_direct(
-                    x, kernel_out, tables[0], tables[1], self._pairing, self._shared
+                    x, kernel_out, tables[0], tables[1], self._pairing, self._shared, where
                 ),
+                ids,
             )
         return out
 

@@ -49,6 +49,40 @@ def test_position_ids_equal_to_an_offset():
     assert_bitwise_equal(rope(x, positions=np.arange(5, 9)), rope(x, offset=5))
 
 
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("per_column", [False, True])
+def test_repeated_calls_with_position_ids_take_the_direct_path(order, per_column):
+    """Decoding a batch whose sequences sit at different positions: after one
+    checked call, calls with ids of the same shape and layout skip the
+    checks' slow path, read each call's own ids, and still refuse ids out of
+    range; ids of another dtype take the checked path."""
+    rope = RoPE(16, 40)
+    x = np.asarray(sample((16, 1, 6), np.float32, seed=24), order=order)
+    rng = np.random.default_rng(24)
+    shape = (1, 6) if per_column else (1,)
+    out = np.empty_like(x)
+    for _ in range(6):
+        ids = rng.integers(0, 40, size=shape)
+        columns = np.broadcast_to(ids, (1, 6))
+        expected = reference.rope_apply_pairs(
+            x, rope.cos_cached, rope.sin_cached, reference.half_pairs(16), columns
+        )
+        assert_bitwise_equal(rope(x, positions=ids), expected)
+        assert rope(x, out=out, positions=ids) is out
+        assert_bitwise_equal(out, expected)
+        y = x.copy(order="K")
+        assert rope(y, out=y, positions=ids) is y
+        assert_bitwise_equal(y, expected)
+        assert_bitwise_equal(rope(x, positions=ids.astype(np.int32)), expected)
+    for in_place, a in ((False, x), (True, y)):
+        assert (a.shape, a.strides, a.dtype, in_place, ids.shape, ids.strides, ids.dtype) in (
+            rope._direct
+        )
+    for bad in (-1, 40):
+        with pytest.raises(ValueError, match="positions must lie"):
+            rope(x, positions=np.full(shape, bad))
+
+
 @pytest.mark.parametrize(
     "kwargs,error,match",
     [
