@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from parity.compare import ulp_distance
 
-__all__ = ["assert_bitwise_equal", "ulp_distance"]
+__all__ = ["assert_bitwise_equal", "assert_every_way_of_writing", "ulp_distance"]
 
 
 def assert_bitwise_equal(actual: np.ndarray, expected: np.ndarray) -> None:
@@ -21,3 +23,19 @@ def assert_bitwise_equal(actual: np.ndarray, expected: np.ndarray) -> None:
         )
     else:
         np.testing.assert_array_equal(actual, expected)
+
+
+def assert_every_way_of_writing(
+    call: Callable[..., np.ndarray], x: np.ndarray, expected: np.ndarray
+) -> np.ndarray:
+    """``call(x)``, ``call(x, out=out)`` and ``call(y, out=y)`` on a copy ``y``
+    of ``x`` (in place) all give ``expected``, the latter two returning the
+    array they wrote; returns ``y``."""
+    assert_bitwise_equal(call(x), expected)
+    out = np.empty_like(x)
+    assert call(x, out=out) is out
+    assert_bitwise_equal(out, expected)
+    y = x.copy(order="K")
+    assert call(y, out=y) is y
+    assert_bitwise_equal(y, expected)
+    return y

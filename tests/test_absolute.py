@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import pytest
 
 from positional_embeddings import AbsolutePE, RoPE, _kernels
 
 import reference
-from comparisons import assert_bitwise_equal, ulp_distance
+from comparisons import assert_bitwise_equal, assert_every_way_of_writing, ulp_distance
 from test_rope import INPUT_DTYPES, layouts, sample
 
 
@@ -128,15 +130,9 @@ def test_repeated_decoding_calls_take_the_direct_path_with_the_same_results(orde
     pe = AbsolutePE(16, 40)
     x = sample((seq, 16, 10), np.float32, seed=15)
     x = x[:, :, ::2] if order == "strided" else np.asarray(x[:, :, :5], order=order)
-    out = np.empty_like(x)
     for position in (0, 7, 40 - seq, 3):
         want = reference.absolute_apply(x, pe.embeddings[:, position : position + seq])
-        assert_bitwise_equal(pe(x, offset=position), want)
-        assert pe(x, out=out, offset=position) is out
-        assert_bitwise_equal(out, want)
-        y = x.copy(order="K")
-        assert pe(y, out=y, offset=position) is y
-        assert_bitwise_equal(y, want)
+        y = assert_every_way_of_writing(partial(pe, offset=position), x, want)
     remembered = [(a.shape, a.strides, a.dtype, a is y) in pe._direct for a in (x, y)]
     # Julia's order with two positions runs the sequence-innermost loop, which is not kept.
     assert remembered == [not (order == "F" and seq == 2)] * 2

@@ -3,6 +3,8 @@ backward passes, layout conversion, AbsolutePE offsets and batch-first input."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import pytest
 
@@ -10,7 +12,7 @@ from positional_embeddings import AbsolutePE, RoPE, _kernels, _parallel
 from positional_embeddings.layouts import half_to_interleaved, interleaved_to_half
 
 import reference
-from comparisons import assert_bitwise_equal, ulp_distance
+from comparisons import assert_bitwise_equal, assert_every_way_of_writing, ulp_distance
 from test_rope import INPUT_DTYPES, layouts, sample
 
 # --- positions -----------------------------------------------------------------------
@@ -60,19 +62,13 @@ def test_repeated_calls_with_position_ids_take_the_direct_path(order, per_column
     x = np.asarray(sample((16, 1, 6), np.float32, seed=24), order=order)
     rng = np.random.default_rng(24)
     shape = (1, 6) if per_column else (1,)
-    out = np.empty_like(x)
     for _ in range(6):
         ids = rng.integers(0, 40, size=shape)
         columns = np.broadcast_to(ids, (1, 6))
         expected = reference.rope_apply_pairs(
             x, rope.cos_cached, rope.sin_cached, reference.half_pairs(16), columns
         )
-        assert_bitwise_equal(rope(x, positions=ids), expected)
-        assert rope(x, out=out, positions=ids) is out
-        assert_bitwise_equal(out, expected)
-        y = x.copy(order="K")
-        assert rope(y, out=y, positions=ids) is y
-        assert_bitwise_equal(y, expected)
+        y = assert_every_way_of_writing(partial(rope, positions=ids), x, expected)
         assert_bitwise_equal(rope(x, positions=ids.astype(np.int32)), expected)
     for in_place, a in ((False, x), (True, y)):
         assert (a.shape, a.strides, a.dtype, in_place, ids.shape, ids.strides, ids.dtype) in (
