@@ -124,8 +124,10 @@ class DirectCalls:
 
 
 def _within(ids: np.ndarray, length: int) -> bool:
-    """Whether every id lies in ``0 .. length - 1`` (what the checks require)."""
-    return ids.size == 0 or (ids.min() >= 0 and ids.max() < length)
+    """Whether every id (``intp``) lies in ``0 .. length - 1``, as the checks
+    require.  Read as unsigned integers of the same size, negative ids exceed
+    any table's length, so one maximum checks both bounds."""
+    return ids.size == 0 or ids.view(np.uintp).max() < length
 
 
 def _fits(out: Any, x: np.ndarray, layout: tuple[Any, ...]) -> bool:
