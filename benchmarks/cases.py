@@ -228,6 +228,29 @@ def thread_split(settings: Settings, shape: tuple[int, ...], threads: int) -> Ro
     return _measure("threads", case, x, "C", contenders, "np.copyto", settings)
 
 
+def copy_split(settings: Settings, shape: tuple[int, ...]) -> Row:
+    """``np.copyto`` of a C-ordered float32 array, its two halves copied at
+    the same time by the calling thread and one of the package's pool
+    threads: what splitting a memory-bound call over two threads can gain
+    on this machine at all (the ceiling of the threaded rows)."""
+    x = _array(shape, np.float32, "C")
+    out = np.empty_like(x)
+    half = x.size // 2
+    source, target = x.reshape(-1), out.reshape(-1)
+    pool = _parallel._executor(1)
+
+    def split() -> None:
+        upper = pool.submit(np.copyto, target[half:], source[half:])
+        np.copyto(target[:half], source[:half])
+        upper.result()
+
+    contenders: dict[str, Callable[[], object] | None] = {
+        "floor": partial(np.copyto, out, x),
+        "ours": split,
+    }
+    return _measure("threads", "np.copyto, 2 threads", x, "C", contenders, "np.copyto", settings)
+
+
 _CALL = {"new": "{}(x)", "out": "{}(x, out=out)", "x": "{}(x, out=x)"}
 """How each way of writing the result reads in the table."""
 
@@ -369,7 +392,8 @@ def all_cases(quick: bool) -> list[Case]:
     the Julia docs' ``(64, 100, 256)``, a large ``(128, 2048, 128)`` (128 MB
     in float32, 256 MB in float64), an in-cache ``(128, 512, 32)``, the
     decoding step ``(128, 1, 32)``, a call split over one and over two
-    threads at 4, 8 and 16 MB ``(128, n, 32)``, AbsolutePE on the Julia docs'
+    threads at 4, 8 and 16 MB ``(128, n, 32)`` with a copy split over two
+    threads beside it, AbsolutePE on the Julia docs'
     ``(100, 512, 32)``, on ``(4096, 512, 16)`` and its decoding step ``(1, 512, 32)``,
     AbsolutePE batch-first
     ``(32, 256, 512)`` and RoPE on one batch column ``(128, 4096, 1)``.  Without ``quick``, the
@@ -396,11 +420,12 @@ def all_cases(quick: bool) -> list[Case]:
         for group, shape, dtype in rope_rows
         for order in "CF"
     ]
-    cases += [
-        Case("threads", partial(thread_split, shape=(128, length, 32), threads=threads))
-        for length in ((8, 16) if quick else (256, 512, 1024))
-        for threads in (1, 2)
-    ]
+    for length in (8, 16) if quick else (256, 512, 1024):
+        cases += [
+            Case("threads", partial(thread_split, shape=(128, length, 32), threads=threads))
+            for threads in (1, 2)
+        ]
+        cases.append(Case("threads", partial(copy_split, shape=(128, length, 32))))
     cases += [
         Case("decode", partial(decode, order=order, writes=writes))
         for writes in ("new", "out", "x")
