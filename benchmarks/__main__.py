@@ -19,14 +19,22 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .cases import GROUPS, Row, Settings, all_cases
-from .report import format_markdown, format_text, machine, to_json
+from .report import (
+    format_markdown,
+    format_summary,
+    format_text,
+    machine,
+    replace_summary,
+    to_json,
+)
 from .targets import check_targets
 
 __all__ = ["main", "parse_arguments"]
 
 
 def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    """The command line: ``--quick``, ``--cases``, ``--repeat``, ``--markdown``, ``--json``."""
+    """The command line: ``--quick``, ``--cases``, ``--repeat``, ``--markdown``, ``--json``,
+    ``--readme``."""
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks",
         description=(__doc__ or "").split("\n\n", 1)[1].replace("\n", " "),
@@ -45,9 +53,17 @@ def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--markdown", type=Path, metavar="PATH", help="also write a markdown table")
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write the rows as JSON")
+    parser.add_argument(
+        "--readme",
+        type=Path,
+        metavar="PATH",
+        help="also put the summary of a full run between the summary markers of this file",
+    )
     arguments = parser.parse_args(argv)
     if arguments.repeat is not None and arguments.repeat < 1:
         parser.error("--repeat must be at least 1")
+    if arguments.readme and (arguments.quick or arguments.cases):
+        parser.error("--readme takes a full run: no --quick, no --cases")
     return arguments
 
 
@@ -60,9 +76,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the cases, print the table and the targets, write the files asked for.
 
     Progress goes to standard error, the table to standard output.  Returns
-    the exit status (0; a missed target is reported, not an error).
+    the exit status (0; a missed target is reported, not an error; 2 for a
+    ``--readme`` file that cannot be read or lacks the summary markers).
     """
     arguments = parse_arguments(argv)
+    readme = None
+    if arguments.readme:  # a file without the markers fails before the run, not after it
+        try:
+            readme = arguments.readme.read_text(encoding="utf-8")
+            replace_summary(readme, "")
+        except (OSError, ValueError) as error:
+            print(f"python -m benchmarks: error: {arguments.readme}: {error}", file=sys.stderr)
+            return 2
     settings = Settings(arguments.quick, arguments.repeat or (2 if arguments.quick else 7))
     cases = [
         case for case in all_cases(settings.quick) if case.group in (arguments.cases or GROUPS)
@@ -77,6 +102,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     sys.stdout.write(format_text(rows, outcomes, info))
     if arguments.markdown:
         _write(arguments.markdown, format_markdown(rows, outcomes, info))
+    if readme is not None:
+        summary = format_summary(rows, outcomes or [], info)
+        _write(arguments.readme, replace_summary(readme, summary))
     if arguments.json:
         run = {"quick": settings.quick, "repeat": settings.repeat, "cases": arguments.cases}
         _write(arguments.json, to_json(rows, outcomes, info, run))

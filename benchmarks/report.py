@@ -18,9 +18,40 @@ from .cases import Row
 from .contenders import torch
 from .targets import Outcome
 
-__all__ = ["COLUMNS", "format_markdown", "format_text", "machine", "to_json"]
+__all__ = [
+    "COLUMNS",
+    "README_END",
+    "README_ROWS",
+    "README_START",
+    "format_markdown",
+    "format_summary",
+    "format_text",
+    "machine",
+    "replace_summary",
+    "to_json",
+]
 
 COLUMNS = ("case", "shape", "order", "dtype", "median", "GB/s", "vs floor", "vs numpy", "vs torch")
+
+README_ROWS = (
+    ("rope(x)", (128, 4096, 32), "float32"),
+    ("rope(x)", (64, 100, 256), "float32"),
+    ("rope(x)", (128, 2048, 128), "float32"),
+    ("rope(x, out=out)", (128, 2048, 128), "float32"),
+    ("rope(x, out=x)", (128, 2048, 128), "float32"),
+    ("decode rope(x)", (128, 1, 32), "float32"),
+    ("pe(x)", (100, 512, 32), "float32"),
+    ("pe(x)", (4096, 512, 16), "float32"),
+    ("RoPE(128, 131072)", (128, 131072), "float32"),
+    ("cold start, warm cache", (), ""),
+)
+"""The rows the README shows, as (case, shape, dtype), each in every memory
+order measured: the LLaMA-like and the Julia docs' shapes, the array Julia's
+own timing is for with ``out=`` and in place, a decoding step, the table
+construction and the cold start."""
+
+README_START = "<!-- benchmark summary: start (python -m benchmarks --readme README.md) -->"
+README_END = "<!-- benchmark summary: end -->"
 
 
 def _cpu_model() -> str:
@@ -112,15 +143,20 @@ def format_text(rows: list[Row], outcomes: list[Outcome] | None, info: dict[str,
     return "\n".join(lines) + "\n"
 
 
-def format_markdown(rows: list[Row], outcomes: list[Outcome] | None, info: dict[str, Any]) -> str:
-    """The table and the targets as a markdown fragment (no heading)."""
+def _markdown_table(rows: list[Row], info: dict[str, Any]) -> list[str]:
+    """The machine line, then the rows as a markdown table."""
     lines = [
         f"Measured on {_machine_line(info)}.",
         "",
         "| " + " | ".join(COLUMNS) + " |",
         "|" + "---|" * len(COLUMNS),
     ]
-    lines += ["| " + " | ".join(_cells(row)) + " |" for row in rows]
+    return lines + ["| " + " | ".join(_cells(row)) + " |" for row in rows]
+
+
+def format_markdown(rows: list[Row], outcomes: list[Outcome] | None, info: dict[str, Any]) -> str:
+    """The table and the targets as a markdown fragment (no heading)."""
+    lines = _markdown_table(rows, info)
     lines += ["", _targets_heading(outcomes)]
     if outcomes:
         lines.append("")
@@ -129,6 +165,34 @@ def format_markdown(rows: list[Row], outcomes: list[Outcome] | None, info: dict[
             for o in outcomes
         ]
     return "\n".join(lines) + "\n"
+
+
+def format_summary(rows: list[Row], outcomes: list[Outcome], info: dict[str, Any]) -> str:
+    """The README's part of a full run: the rows of ``README_ROWS`` in the
+    table's order (each line as the full markdown table writes it), and how
+    many targets the run met."""
+    chosen = [row for row in rows if (row.case, row.shape, row.dtype) in README_ROWS]
+    lines = _markdown_table(chosen, info)
+    lines += ["", f"{_targets_heading(outcomes)} The whole table: `docs/benchmarks.md`."]
+    return "\n".join(lines) + "\n"
+
+
+def replace_summary(text: str, summary: str) -> str:
+    """``text`` (the README) with what lies between ``README_START`` and
+    ``README_END`` replaced by ``summary``.
+
+    Raises
+    ------
+    ValueError
+        Either marker is missing, or they come in the wrong order.
+    """
+    start, end = text.find(README_START), text.find(README_END)
+    if start < 0 or end < start:
+        raise ValueError(
+            f"expected the lines {README_START!r} and then {README_END!r} around the summary"
+        )
+    head = text[: start + len(README_START)]
+    return f"{head}\n\n{summary}\n{text[end:]}"
 
 
 def to_json(

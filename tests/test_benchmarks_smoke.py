@@ -15,9 +15,17 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.__main__ import parse_arguments
+from benchmarks.__main__ import main, parse_arguments
 from benchmarks.cases import GROUPS, Row
-from benchmarks.report import format_text, machine
+from benchmarks.report import (
+    README_END,
+    README_ROWS,
+    README_START,
+    format_summary,
+    format_text,
+    machine,
+    replace_summary,
+)
 from benchmarks.targets import check_targets
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,9 +66,11 @@ def test_quick_run_prints_the_table_and_writes_markdown_and_json(tmp_path: Path)
     assert all(line.count("|") == table[0].count("|") for line in table)
 
 
-def _row(group: str, case: str, shape: tuple[int, ...], seconds: float, floor: float) -> Row:
+def _row(
+    group: str, case: str, shape: tuple[int, ...], seconds: float, floor: float, order: str = "C"
+) -> Row:
     moved = 2 * 4 * math.prod(shape)  # float32 in and out
-    return Row(group, case, shape, "C", "float32", seconds, "x.copy()", floor, bytes_moved=moved)
+    return Row(group, case, shape, order, "float32", seconds, "x.copy()", floor, bytes_moved=moved)
 
 
 def test_targets_are_judged_on_full_size_rows() -> None:
@@ -96,3 +106,63 @@ def test_unknown_case_names_are_rejected(capsys: pytest.CaptureFixture[str]) -> 
     with pytest.raises(SystemExit):
         parse_arguments(["--cases", "rope", "no-such-case"])
     assert "invalid choice" in capsys.readouterr().err
+
+
+def test_the_readme_summary_takes_its_rows_in_both_orders_and_the_target_count() -> None:
+    rows = [
+        _row("rope", "rope(x)", (128, 4096, 32), 0.011, 0.010, order)
+        for order in "CF"  # both shown
+    ]
+    rows += [
+        _row("rope", "rope(x)", (128, 512, 32), 0.001, 0.001),  # not a README row
+        _row("decode", "decode rope(x)", (128, 1, 32), 1.8e-6, 1e-6),
+        Row("rope", "rope(x)", (128, 2048, 128), "C", "float64", 0.03, "x.copy()", 0.04),
+        Row("cold-start", "cold start, warm cache", (), "", "", 1.2, "import numba", 0.3),
+    ]
+    outcomes = check_targets(rows)
+    met = sum(outcome.met for outcome in outcomes)
+    assert 0 < met < len(outcomes)  # the cold start misses
+    summary = format_summary(rows, outcomes, machine())
+    table = [line for line in summary.splitlines() if line.startswith("| ")][1:]
+    assert [line.split(" | ")[:3] for line in table] == [
+        ["| rope(x)", "128×4096×32", "C"],
+        ["| rope(x)", "128×4096×32", "F"],
+        ["| decode rope(x)", "128×1×32", "C"],
+        ["| cold start, warm cache", "", ""],
+    ]
+    assert summary.startswith("Measured on ")
+    heading = f"Targets: {met} of {len(outcomes)} met. The whole table: `docs/benchmarks.md`."
+    assert summary.rstrip().endswith(heading)
+    assert {row[0] for row in README_ROWS} <= {
+        "rope(x)",
+        "rope(x, out=out)",
+        "rope(x, out=x)",
+        "decode rope(x)",
+        "pe(x)",
+        "RoPE(128, 131072)",
+        "cold start, warm cache",
+    }
+
+
+def test_the_summary_replaces_only_what_lies_between_the_markers() -> None:
+    text = f"intro\n{README_START}\nold table\n{README_END}\nafter\n"
+    replaced = replace_summary(text, "new table\n")
+    assert replaced == f"intro\n{README_START}\n\nnew table\n\n{README_END}\nafter\n"
+    assert replace_summary(replaced, "new table\n") == replaced  # idempotent
+    for broken in ("no markers", f"{README_END}\n{README_START}", f"{README_START} only"):
+        with pytest.raises(ValueError, match="benchmark summary: start"):
+            replace_summary(broken, "table")
+
+
+def test_the_readme_option_wants_a_full_run_and_a_file_with_markers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for extra in (["--quick"], ["--cases", "decode"]):
+        with pytest.raises(SystemExit):
+            parse_arguments(["--readme", "README.md", *extra])
+        assert "--readme takes a full run" in capsys.readouterr().err
+    unmarked = tmp_path / "README.md"
+    unmarked.write_text("# no summary here\n", encoding="utf-8")
+    assert main(["--readme", str(unmarked)]) == 2  # before any case runs
+    assert "benchmark summary: start" in capsys.readouterr().err
+    assert unmarked.read_text(encoding="utf-8") == "# no summary here\n"

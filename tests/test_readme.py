@@ -21,3 +21,18 @@ def test_the_two_commands_open_the_readme():
     assert "python -m positional_embeddings" in commands[0]
     assert "pytest" in commands[1]
     assert commands[1].strip() in (ROOT / ".ci" / "run").read_text() or "test-command" in README
+
+
+def test_the_benchmark_summary_is_part_of_the_full_table():
+    """The README's rows come from the run docs/benchmarks.md shows: each of
+    its lines is one of that table's, under the same machine line."""
+    from benchmarks.report import README_END, README_ROWS, README_START
+
+    summary = README.split(README_START, 1)[1].split(README_END, 1)[0].strip().splitlines()
+    full = (ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8").splitlines()
+    assert summary[0] == full[0] and summary[0].startswith("Measured on ")
+    rows = [line for line in summary if line.startswith("| ")]
+    assert len(rows) >= 2 + len(README_ROWS)  # the heading, its rule, each row at least once
+    assert all(line in full for line in rows)
+    targets = next(line for line in full if line.startswith("Targets: "))
+    assert summary[-1].startswith(targets)
