@@ -31,12 +31,13 @@ __all__ = [
 _FLOAT_DTYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
 
 
-def as_size(value: Any, name: str, minimum: int = 0) -> int:
+def as_size(value: Any, name: str, minimum: int = 0, julia: str = "") -> int:
     """Return ``value`` as a Python int (Julia ``Int``), rejecting floats and bools.
 
     Julia's constructors take ``::Int`` arguments: ``RoPE(64.0, 10)`` and
     ``RoPE(true, 10)`` are method errors there, so they are ``TypeError`` here.
-    Numpy integers are accepted.
+    Numpy integers are accepted.  Below ``minimum``, a ``ValueError`` that
+    ends with ``julia`` in parentheses, if given (what Julia does instead).
     """
     if isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{name} must be an integer, got bool {value!r}")
@@ -47,7 +48,7 @@ def as_size(value: Any, name: str, minimum: int = 0) -> int:
             f"{name} must be an integer, got {type(value).__name__} {value!r}"
         ) from None
     if size < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {size}")
+        raise ValueError(f"{name} must be >= {minimum}, got {size}" + (julia and f" ({julia})"))
     return size
 
 

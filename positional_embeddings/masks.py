@@ -47,10 +47,11 @@ def create_causal_mask(seq_len: int) -> np.ndarray:
            [False,  True,  True],
            [False, False,  True]])
     """
-    seq_len = as_size(seq_len, "seq_len")
-    if seq_len < 1:
-        raise ValueError(f"seq_len must be >= 1, got {seq_len} (Julia raises ArgumentError)")
+    seq_len = as_size(seq_len, "seq_len", 1, julia="Julia raises ArgumentError")
     return np.triu(np.ones((seq_len, seq_len), dtype=bool))[:, :, np.newaxis]
+
+
+_EMPTY_MASK = "Julia 1.10 raises DivideError reshaping an empty mask"
 
 
 def create_padding_mask(lengths: Any, max_len: int) -> np.ndarray:
@@ -95,7 +96,7 @@ def create_padding_mask(lengths: Any, max_len: int) -> np.ndarray:
            [ True, False,  True],
            [ True,  True,  True]])
     """
-    max_len = as_size(max_len, "max_len")
+    max_len = as_size(max_len, "max_len", 1, julia=_EMPTY_MASK)
     lengths_array = plain_array(lengths, "lengths")
     if lengths_array.dtype.kind not in "iu" and lengths_array.size:
         raise TypeError(
@@ -103,11 +104,7 @@ def create_padding_mask(lengths: Any, max_len: int) -> np.ndarray:
         )
     if lengths_array.ndim != 1:
         raise ValueError(f"lengths must be 1-D, got shape {lengths_array.shape}")
-    if lengths_array.size == 0 or max_len < 1:
-        raise ValueError(
-            "lengths must be non-empty and max_len >= 1, got "
-            f"{lengths_array.size} lengths and max_len {max_len} (Julia raises "
-            "DivideError for an empty mask)"
-        )
+    if lengths_array.size == 0:
+        raise ValueError(f"lengths must be non-empty, got none ({_EMPTY_MASK})")
     positions = np.arange(max_len)[:, np.newaxis]
     return (positions >= lengths_array[np.newaxis, :])[np.newaxis]
