@@ -74,17 +74,22 @@ def as_real(value: Any, name: str) -> float:
         raise ValueError(f"{name} is too large for a float64: {value!r}") from None
 
 
-def as_float_dtype(T: Any) -> np.dtype:
+def as_float_dtype(T: Any, name: str = "T", half: bool = True) -> np.dtype:
     """Translate Julia's ``T=Float16/Float32/Float64`` into a numpy float
-    dtype, in the machine's byte order."""
+    dtype, in the machine's byte order.  ``name`` is what the error calls
+    ``T``; ``half`` False refuses float16 too (tables that are trained, or
+    computed in float32 and up)."""
+    allowed = _FLOAT_DTYPES if half else _FLOAT_DTYPES[1:]
     try:
         dtype = native(np.dtype(T))
     except TypeError:
         dtype = np.dtype(object)
-    if T is None or not any(dtype == allowed for allowed in _FLOAT_DTYPES):
+    if T is None or not any(dtype == one for one in allowed):
+        numpy_names = [f"np.{one.name}" for one in allowed]
+        julia_names = "/".join(f"Float{one.itemsize * 8}" for one in allowed)
         raise TypeError(
-            "T must be np.float16, np.float32 or np.float64 "
-            f"(Julia's Float16/Float32/Float64), got {T!r}"
+            f"{name} must be {', '.join(numpy_names[:-1])} or {numpy_names[-1]} "
+            f"(Julia's {julia_names}), got {T!r}"
         )
     return dtype
 

@@ -100,9 +100,7 @@ def alibi_bias(
     length_q = as_size(length_q, "length_q")
     length_k = length_q if length_k is None else as_size(length_k, "length_k")
     causal = as_flag(causal, "causal")
-    dtype = as_float_dtype(dtype)
-    if dtype == np.float16:
-        raise TypeError("alibi_bias computes in float32 or float64, got float16")
+    dtype = as_float_dtype(dtype, "dtype", half=False)
     bias = np.empty((length_k, length_q, n_heads), dtype=dtype)
     _alibi_bias_kernel(alibi_slopes(n_heads).astype(dtype), causal, bias)
     return bias

@@ -21,13 +21,6 @@ from .absolute import add_embeddings
 __all__ = ["LearnedPE"]
 
 
-def _table_dtype(dtype: Any) -> np.dtype:
-    dtype = as_float_dtype(dtype)
-    if dtype == np.float16:
-        raise TypeError("LearnedPE tables must be float32 or float64, got float16")
-    return dtype
-
-
 class LearnedPE:
     """A trainable (max_length, embedding_size) table added to x: ``y = x + pos[:seq_len]``.
 
@@ -82,7 +75,7 @@ class LearnedPE:
         std = as_real(std, "std")
         if not std >= 0:
             raise ValueError(f"std must be >= 0, got {std}")
-        dtype = _table_dtype(dtype)
+        dtype = as_float_dtype(dtype, "dtype", half=False)
         rng = np.random.default_rng(seed)
         table = rng.normal(0.0, std, size=(max_length, embedding_size)).astype(dtype)
         self._set(table)
@@ -91,7 +84,7 @@ class LearnedPE:
     def from_table(cls, embeddings: Any) -> LearnedPE:
         """A LearnedPE holding ``embeddings`` (max_length, embedding_size) itself, not a copy."""
         table = plain_array(embeddings, "embeddings")
-        _table_dtype(table.dtype)
+        as_float_dtype(table.dtype, "the dtype of embeddings", half=False)
         if not table.dtype.isnative:
             raise TypeError(
                 "embeddings must be in the machine's byte order (the table is used as it is, "

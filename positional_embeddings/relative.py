@@ -100,7 +100,7 @@ class RelativePE:
         self.embeddings = (
             np.random.default_rng(seed)
             .normal(0.0, std, size=(rows, self.embedding_size))
-            .astype(as_float_dtype(dtype))
+            .astype(as_float_dtype(dtype, "dtype"))
         )
 
     def __call__(self, length_q: int, length_k: int) -> np.ndarray:

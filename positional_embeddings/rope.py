@@ -178,7 +178,7 @@ class RoPE:
         tables = []
         for name, table in (("cos_cached", cos_cached), ("sin_cached", sin_cached)):
             array = plain_array(table, name)
-            dtype = as_float_dtype(array.dtype)
+            dtype = as_float_dtype(array.dtype, f"the dtype of {name}")
             if array.ndim != 2 or array.shape[0] != head_size:
                 raise ValueError(
                     f"{name} must have shape (head_size={head_size}, seq_len), got {array.shape}"

@@ -62,8 +62,11 @@ def test_learned_backward():
 
 
 def test_learned_errors():
-    with pytest.raises(TypeError, match="float16"):
-        LearnedPE(4, 4, dtype=np.float16)
+    for dtype in (np.float16, np.int32, None):  # trained tables: float32 or float64 only
+        with pytest.raises(TypeError, match=r"^dtype must be np.float32 or np.float64 \("):
+            LearnedPE(4, 4, dtype=dtype)
+    with pytest.raises(TypeError, match=r"the dtype of embeddings must be np\.float32 or"):
+        LearnedPE.from_table(np.zeros((4, 2), np.float16))
     with pytest.raises(ValueError, match="std"):
         LearnedPE(4, 4, std=-1)
     with pytest.raises(ValueError, match="Channel dimension"):
@@ -94,6 +97,11 @@ def test_relative_embeddings_gather_the_table(dtype):
     gathered = rel(4, 9)
     assert gathered.shape == (4, 9, 5) and gathered.dtype == dtype
     assert_bitwise_equal(gathered, rel.embeddings[relative_position_index(4, 9, 3)])
+
+
+def test_relative_embeddings_name_their_dtype_argument():
+    with pytest.raises(TypeError, match=r"^dtype must be np.float16, np.float32 or np.float64"):
+        RelativePE(3, 5, dtype=np.int32)
 
 
 # --- T5 buckets ----------------------------------------------------------------------
@@ -179,5 +187,5 @@ def test_alibi_bias_broadcasts_over_julia_heads_batch_axis():
 def test_alibi_errors():
     with pytest.raises(ValueError, match="n_heads must be >= 1"):
         alibi_slopes(0)
-    with pytest.raises(TypeError, match="float16"):
+    with pytest.raises(TypeError, match=r"^dtype must be np.float32 or np.float64 \(.*float16"):
         alibi_bias(2, 3, dtype=np.float16)
