@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -41,6 +43,17 @@ def test_frequencies_edges():
         compute_frequencies(-1, 3)
     with pytest.raises(TypeError, match="seq_len must be an integer"):
         compute_frequencies(4, 3.0)
+
+
+def test_frequencies_of_extreme_bases_are_ieee_and_silent():
+    """base 0 gives an infinite band (1/0^x), whose position 0 is 0*Inf = NaN
+    in Julia as in IEEE arithmetic, without a warning; so does an infinite base."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        zero = compute_frequencies(4, 3, base=0.0)
+        infinite = compute_frequencies(4, 3, base=np.inf)
+    np.testing.assert_array_equal(zero, [[0.0, 1.0, 2.0], [np.nan, np.inf, np.inf]])
+    np.testing.assert_array_equal(infinite, [[0.0, 1.0, 2.0], [0.0, 0.0, 0.0]])
 
 
 def test_upstream_causal_mask():
