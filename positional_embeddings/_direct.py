@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ._kernels import Direct
+from ._kernels import Direct, ids_within
 from ._views import may_share
 
 __all__ = ["DirectCalls"]
@@ -58,7 +58,7 @@ class DirectCalls:
         if isinstance(where, np.ndarray):
             key = (shape, x.strides, x.dtype, out is x, where.shape, where.strides, where.dtype)
             record = self._records.get(key)
-            if record is None or not _within(where, record[3] + shape[1]):
+            if record is None or not ids_within(where, record[3] + shape[1]):
                 return None
         else:
             record = self._records.get((shape, x.strides, x.dtype, out is x))
@@ -121,13 +121,6 @@ class DirectCalls:
         entry, args, length = found
         layout = (x.shape, out.strides, out.dtype)
         self._records[key] = (order, out.dtype, layout, last, entry, args, length)
-
-
-def _within(ids: np.ndarray, length: int) -> bool:
-    """Whether every id (``intp``) lies in ``0 .. length - 1``, as the checks
-    require.  Read as unsigned integers of the same size, negative ids exceed
-    any table's length, so one maximum checks both bounds."""
-    return ids.size == 0 or ids.view(np.uintp).max() < length
 
 
 def _fits(out: Any, x: np.ndarray, layout: tuple[Any, ...]) -> bool:

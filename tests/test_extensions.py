@@ -79,6 +79,18 @@ def test_repeated_calls_with_position_ids_take_the_direct_path(order, per_column
             rope(x, positions=np.full(shape, bad))
 
 
+def test_the_direct_paths_range_check_reads_every_id_in_any_layout():
+    """``ids_within`` is the range check of remembered calls with ids: both
+    bounds, every element of 1-D, 2-D, F-ordered and strided ids."""
+    grid = np.arange(12, dtype=np.intp).reshape(3, 4)
+    for ids in (grid, np.asfortranarray(grid), grid[:, ::2], grid.T, grid[0]):
+        top = int(ids.max())
+        assert _kernels.ids_within(ids, top + 1)
+        assert not _kernels.ids_within(ids, top)
+        assert not _kernels.ids_within(ids - (int(ids.min()) + 1), top + 1)  # one below 0
+    assert _kernels.ids_within(np.empty((0, 3), np.intp), 0)
+
+
 @pytest.mark.parametrize(
     "kwargs,error,match",
     [
