@@ -74,12 +74,12 @@ def as_real(value: Any, name: str) -> float:
         raise ValueError(f"{name} is too large for a float64: {value!r}") from None
 
 
-def as_float_dtype(T: Any, name: str = "T", half: bool = True) -> np.dtype:
+def as_float_dtype(T: Any, name: str = "T", float16: bool = True) -> np.dtype:
     """Translate Julia's ``T=Float16/Float32/Float64`` into a numpy float
     dtype, in the machine's byte order.  ``name`` is what the error calls
-    ``T``; ``half`` False refuses float16 too (tables that are trained, or
+    ``T``; ``float16`` False refuses float16 too (tables that are trained, or
     computed in float32 and up)."""
-    allowed = _FLOAT_DTYPES if half else _FLOAT_DTYPES[1:]
+    allowed = _FLOAT_DTYPES if float16 else _FLOAT_DTYPES[1:]
     try:
         dtype = native(np.dtype(T))
     except TypeError:

@@ -100,7 +100,7 @@ def alibi_bias(
     length_q = as_size(length_q, "length_q")
     length_k = length_q if length_k is None else as_size(length_k, "length_k")
     causal = as_flag(causal, "causal")
-    dtype = as_float_dtype(dtype, "dtype", half=False)
+    dtype = as_float_dtype(dtype, "dtype", float16=False)
     bias = np.empty((length_k, length_q, n_heads), dtype=dtype)
     _alibi_bias_kernel(alibi_slopes(n_heads).astype(dtype), causal, bias)
     return bias

@@ -75,7 +75,7 @@ class LearnedPE:
         std = as_real(std, "std")
         if not std >= 0:
             raise ValueError(f"std must be >= 0, got {std}")
-        dtype = as_float_dtype(dtype, "dtype", half=False)
+        dtype = as_float_dtype(dtype, "dtype", float16=False)
         rng = np.random.default_rng(seed)
         table = rng.normal(0.0, std, size=(max_length, embedding_size)).astype(dtype)
         self._set(table)
@@ -84,7 +84,7 @@ class LearnedPE:
     def from_table(cls, embeddings: Any) -> LearnedPE:
         """A LearnedPE holding ``embeddings`` (max_length, embedding_size) itself, not a copy."""
         table = plain_array(embeddings, "embeddings")
-        as_float_dtype(table.dtype, "the dtype of embeddings", half=False)
+        as_float_dtype(table.dtype, "the dtype of embeddings", float16=False)
         if not table.dtype.isnative:
             raise TypeError(
                 "embeddings must be in the machine's byte order (the table is used as it is, "
