@@ -375,7 +375,7 @@ def test_rope_few_positions_loop_over_positions_outermost(monkeypatch, threads, 
     the input alone."""
     monkeypatch.setattr(_parallel, "_threads", threads)
     monkeypatch.setattr(_parallel, "MIN_BYTES_PER_THREAD", 1 if threads > 1 else 1 << 40)
-    few = {"C": _kernels._rope_few_positions_batch, "F": _kernels._rope_few_positions_head}
+    few = {"C": _kernels._rope_positions_outer_batch, "F": _kernels._rope_positions_outer_head}
     head = 7 if interleaved else 8
     rope = RoPE(head, 50, interleaved=interleaved)
     pairs = (reference.interleaved_pairs if interleaved else reference.half_pairs)(head)
@@ -399,3 +399,91 @@ def test_rope_few_positions_loop_over_positions_outermost(monkeypatch, threads, 
                         in_place = x.copy(order="K")
                         rope(in_place, out=in_place, offset=offset, positions=positions)
                         assert_bitwise_equal(in_place, expected)
+
+
+def _stored(values: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+    """``values`` as a view of a C-contiguous array that holds its axes in the order ``axes``."""
+    return np.ascontiguousarray(values.transpose(axes)).transpose(np.argsort(axes))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_rope_arrays_stored_position_by_position(monkeypatch, threads, interleaved):
+    """Arrays whose seq axis has the largest stride loop over positions
+    outermost; (head, seq, heads) views of (seq, heads, head) arrays (Hugging
+    Face's (batch, seq, heads, head_dim) with its axes reversed) run as
+    (head, heads, seq) views with an id per column, which are F-contiguous.
+    Offsets, ids per position and per column, odd interleaved heads, float16
+    and integers, in place too: the oracle's bits, the input left alone."""
+    monkeypatch.setattr(_parallel, "_threads", threads)
+    monkeypatch.setattr(_parallel, "MIN_BYTES_PER_THREAD", 1 if threads > 1 else 1 << 40)
+    loops: list[object] = []
+    run_ranges = _kernels.run_ranges
+
+    def spy(kernel, *args):
+        loops.append(kernel)
+        return run_ranges(kernel, *args)
+
+    monkeypatch.setattr(_kernels, "run_ranges", spy)
+    head, seq, batch = (7 if interleaved else 8), 6, 5
+    pairs = (reference.interleaved_pairs if interleaved else reference.half_pairs)(head)
+    rng = np.random.default_rng(6)
+    ids, per_column = rng.integers(0, 50, seq), rng.integers(0, 50, (seq, batch))
+    stored_loops = (
+        ((1, 2, 0), _kernels._rope_inner_head),  # (seq, heads, head)
+        ((1, 0, 2), _kernels._rope_positions_outer_batch),  # (seq, head, heads)
+    )
+    for dtype in (np.float32, np.float16, np.int32):
+        for axes, loop in stored_loops:
+            x = _stored(sample((head, seq, batch), dtype, seed=len(loops)), axes)
+            before = x.copy()
+            for offset, positions in ((0, None), (44, None), (0, ids), (0, per_column)):
+                rope = RoPE(head, 50, interleaved=interleaved)  # nothing remembered
+                where = np.arange(seq) + offset if positions is None else positions
+                expected = reference.rope_apply_pairs(
+                    x, rope.cos_cached, rope.sin_cached, pairs, where.reshape(seq, -1)
+                )
+                loops.clear()
+                y = rope(x, offset=offset, positions=positions)
+                assert loops == [loop]
+                assert_bitwise_equal(y, expected)
+                if y.dtype == x.dtype:
+                    assert y.strides == x.strides  # in x's memory order
+                assert_bitwise_equal(x, before)
+                if dtype == np.float32:
+                    in_place = x.copy(order="K")
+                    assert rope(in_place, out=in_place, offset=offset, positions=positions) is (
+                        in_place
+                    )
+                    assert_bitwise_equal(in_place, expected)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_absolute_arrays_stored_position_by_position(monkeypatch, threads):
+    """(seq, features, batch) views of (seq, batch, features) arrays
+    (PyTorch's layout for sequence models) add each position's table column
+    to its batch columns, on (seq, batch, features) views: offsets, float16,
+    integers, in place and every split give the oracle's bits."""
+    monkeypatch.setattr(_parallel, "_threads", threads)
+    monkeypatch.setattr(_parallel, "MIN_BYTES_PER_THREAD", 1 if threads > 1 else 1 << 40)
+    loops: list[object] = []
+    run_ranges = _kernels.run_ranges
+
+    def spy(kernel, *args):
+        loops.append(kernel)
+        return run_ranges(kernel, *args)
+
+    monkeypatch.setattr(_kernels, "run_ranges", spy)
+    for seq, offset in ((3, 0), (37, 163)):
+        for dtype in (np.float32, np.float16, np.int16, np.float64):
+            pe = AbsolutePE(10, 200)
+            x = _stored(sample((seq, 10, 4), dtype, seed=seq), (0, 2, 1))
+            before = x.copy()
+            expected = reference.absolute_apply(x, pe.embeddings[:, offset : offset + seq])
+            loops.clear()
+            assert_bitwise_equal(pe(x, offset=offset), expected)
+            assert loops == [_kernels._absolute_seq_major]
+            assert_bitwise_equal(x, before)
+            if dtype in (np.float32, np.float64):
+                assert pe(x, out=x, offset=offset) is x
+                assert_bitwise_equal(x, expected)
