@@ -487,3 +487,29 @@ def test_absolute_arrays_stored_position_by_position(monkeypatch, threads):
             if dtype in (np.float32, np.float64):
                 assert pe(x, out=x, offset=offset) is x
                 assert_bitwise_equal(x, expected)
+
+
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_rope_on_parts_of_larger_arrays(interleaved):
+    """Julia's order cut from longer arrays (a fused projection's part, a
+    cache's first positions, every other channel, channels reversed), into
+    a new output or a part of another array: the oracle's bits, and nothing
+    written outside the part."""
+    head = 7 if interleaved else 8
+    rope = RoPE(head, 40, interleaved=interleaved)
+    pairs = (reference.interleaved_pairs if interleaved else reference.half_pairs)(head)
+    for dtype in (np.float32, np.float64, np.float16, np.int32):
+        fused = np.asfortranarray(sample((3 * head, 30, 6), dtype, seed=head))
+        cache = np.asfortranarray(sample((head, 40, 6), dtype, seed=1))
+        for x in (fused[head : 2 * head], cache[:, :30], fused[::3], cache[::-1, 5:35]):
+            expected = reference.rope_apply_pairs(
+                x, rope.cos_cached, rope.sin_cached, pairs, np.arange(30)[:, np.newaxis]
+            )
+            before = x.copy()
+            assert_bitwise_equal(rope(x), expected)
+            target = np.full((2 * head, 30, 6), 7, expected.dtype, order="F")
+            part = target[head:]
+            assert rope(x, out=part) is part
+            assert_bitwise_equal(part, expected)
+            assert (target[:head] == 7).all()
+            assert_bitwise_equal(x, before)

@@ -24,14 +24,20 @@ TABLE_DTYPES = st.sampled_from([np.float16, np.float32, np.float64])
 
 @st.composite
 def arrays_in_any_layout(draw, first: int, second: int, dtypes=INPUT_DTYPES):
-    """An array (first, second, rest...) as C, F, a strided, reversed view, or
-    a view of a contiguous array that stores its axes in another order."""
+    """An array (first, second, rest...) as C, F, a strided, reversed view, a
+    slice of a longer array, or a view of a contiguous array that stores its
+    axes in another order."""
     dtype = draw(dtypes)
     shape = (first, second, *tuple(draw(st.lists(st.integers(0, 3), min_size=1, max_size=3))))
     x = draw(hnp.arrays(dtype, shape, elements=_elements(dtype)))
-    layout = draw(st.sampled_from(["C", "F", "strided", "stored"]))
+    layout = draw(st.sampled_from(["C", "F", "strided", "stored", "sliced"]))
     if layout == "F":
         return np.asfortranarray(x)
+    if layout == "sliced":  # a part of a longer array, C or F, its innermost stride 1
+        big = np.zeros((shape[0], shape[1] + 2, *shape[2:]), dtype, draw(st.sampled_from("CF")))
+        view = big[:, 1:-1]
+        view[...] = x
+        return view
     if layout == "stored":
         axes = draw(st.permutations(range(x.ndim)))
         return np.ascontiguousarray(x.transpose(axes)).transpose(np.argsort(axes))
