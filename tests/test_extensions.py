@@ -287,6 +287,22 @@ def test_absolute_channel_innermost_across_position_blocks(monkeypatch, threads)
             assert_bitwise_equal(x, before)
 
 
+def _loops_run(monkeypatch, threads: int) -> list[object]:
+    """Split calls over ``threads`` threads from the smallest size on (or never,
+    for one), and list the loops the calls run (``run_ranges``'s kernels)."""
+    monkeypatch.setattr(_parallel, "_threads", threads)
+    monkeypatch.setattr(_parallel, "MIN_BYTES_PER_THREAD", 1 if threads > 1 else 1 << 40)
+    loops: list[object] = []
+    run_ranges = _kernels.run_ranges
+
+    def spy(kernel, *args):
+        loops.append(kernel)
+        return run_ranges(kernel, *args)
+
+    monkeypatch.setattr(_kernels, "run_ranges", spy)
+    return loops
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("plane_elements", [None, 1000])
 def test_absolute_julia_order_in_planes(monkeypatch, threads, plane_elements):
@@ -300,16 +316,7 @@ def test_absolute_julia_order_in_planes(monkeypatch, threads, plane_elements):
     same bits."""
     if plane_elements is not None:  # groups of 10 channels at seq 100, 3 at seq 256
         monkeypatch.setattr(_kernels, "_PLANE_ELEMENTS", plane_elements)
-    monkeypatch.setattr(_parallel, "_threads", threads)
-    monkeypatch.setattr(_parallel, "MIN_BYTES_PER_THREAD", 1 if threads > 1 else 1 << 40)
-    loops: list[object] = []
-    run_ranges = _kernels.run_ranges
-
-    def spy(kernel, *args):
-        loops.append(kernel)
-        return run_ranges(kernel, *args)
-
-    monkeypatch.setattr(_kernels, "run_ranges", spy)
+    loops = _loops_run(monkeypatch, threads)
     pe = AbsolutePE(80, 400)
     planes, rows = _kernels._absolute_planes, _kernels._absolute_inner_seq
     for seq, offset, loop in ((256, 0, planes), (100, 37, planes), (257, 143, rows)):
@@ -415,16 +422,7 @@ def test_rope_arrays_stored_position_by_position(monkeypatch, threads, interleav
     (head, heads, seq) views with an id per column, which are F-contiguous.
     Offsets, ids per position and per column, odd interleaved heads, float16
     and integers, in place too: the oracle's bits, the input left alone."""
-    monkeypatch.setattr(_parallel, "_threads", threads)
-    monkeypatch.setattr(_parallel, "MIN_BYTES_PER_THREAD", 1 if threads > 1 else 1 << 40)
-    loops: list[object] = []
-    run_ranges = _kernels.run_ranges
-
-    def spy(kernel, *args):
-        loops.append(kernel)
-        return run_ranges(kernel, *args)
-
-    monkeypatch.setattr(_kernels, "run_ranges", spy)
+    loops = _loops_run(monkeypatch, threads)
     head, seq, batch = (7 if interleaved else 8), 6, 5
     pairs = (reference.interleaved_pairs if interleaved else reference.half_pairs)(head)
     rng = np.random.default_rng(6)
@@ -464,16 +462,7 @@ def test_absolute_arrays_stored_position_by_position(monkeypatch, threads):
     (PyTorch's layout for sequence models) add each position's table column
     to its batch columns, on (seq, batch, features) views: offsets, float16,
     integers, in place and every split give the oracle's bits."""
-    monkeypatch.setattr(_parallel, "_threads", threads)
-    monkeypatch.setattr(_parallel, "MIN_BYTES_PER_THREAD", 1 if threads > 1 else 1 << 40)
-    loops: list[object] = []
-    run_ranges = _kernels.run_ranges
-
-    def spy(kernel, *args):
-        loops.append(kernel)
-        return run_ranges(kernel, *args)
-
-    monkeypatch.setattr(_kernels, "run_ranges", spy)
+    loops = _loops_run(monkeypatch, threads)
     for seq, offset in ((3, 0), (37, 163)):
         for dtype in (np.float32, np.float16, np.int16, np.float64):
             pe = AbsolutePE(10, 200)
