@@ -109,10 +109,9 @@ class DirectCalls:
         if not in_place and may_share(x, out):
             return
         order: Literal["C", "F"] = "C" if out.flags.c_contiguous else "F"
-        if out.strides != np.empty(x.shape, out.dtype, order).strides:
-            return
-        if out.strides != np.empty_like(x, out.dtype, "K").strides:
-            return
+        for new in (np.empty(x.shape, out.dtype, order), np.empty_like(x, out.dtype, "K")):
+            if not _same_steps(out, new):
+                return
         found = find(None if in_place else out)
         if found is None:
             return
@@ -121,6 +120,13 @@ class DirectCalls:
         entry, args, length = found
         layout = (x.shape, out.strides, out.dtype)
         self._records[key] = (order, out.dtype, layout, last, entry, args, length)
+
+
+def _same_steps(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether arrays of one shape have the same strides along every axis
+    longer than 1 (the others are never stepped along; numpy's contiguity
+    flags, and so the compiled loops' types, ignore them too)."""
+    return all(n <= 1 or p == q for n, p, q in zip(a.shape, a.strides, b.strides, strict=True))
 
 
 def _fits(out: Any, x: np.ndarray, layout: tuple[Any, ...]) -> bool:

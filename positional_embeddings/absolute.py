@@ -152,19 +152,30 @@ class AbsolutePE:
             Fewer than 3 dims; "Channel dimension must match embedding size";
             "Sequence length exceeds maximum length"; a bad ``out``.
         """
-        if batch_first is False and type(x) is np.ndarray and type(offset) is int:
-            y = self._direct.call(x, out, offset)
+        plain = (
+            type(x) is np.ndarray
+            and x.ndim == 3
+            and (out is None or (type(out) is np.ndarray and out.ndim == 3))
+            and (batch_first is False or batch_first is True)
+        )
+        if plain and type(offset) is int:
+            view, out_view = _julia_axes(x, out, batch_first)
+            y = self._direct.call(view, out_view, offset)
             if y is not None:
-                return y
+                if out is not None:
+                    return out  # the caller's array (x itself in place)
+                return y.transpose(2, 0, 1) if batch_first else y
         y = add_embeddings(self.embeddings, x, out, offset, batch_first, self._position_major)
-        if batch_first is False and type(x) is np.ndarray and x.ndim == 3:
+        if plain:
             by_position = self._by_position  # the checks kept x itself if its dtype is native
-            if by_position is not None and x.dtype.isnative and x.dtype != np.float16:
+            view, y_view = _julia_axes(x, y, batch_first)
+            native = x.dtype.isnative and x.dtype != np.float16
+            if by_position is not None and y_view is not None and native:
                 self._direct.remember(
-                    x,
-                    y,
-                    by_position.shape[1] - x.shape[0],
-                    lambda kernel_out: absolute_direct(x, kernel_out, by_position),
+                    view,
+                    y_view,
+                    by_position.shape[1] - view.shape[0],
+                    lambda kernel_out: absolute_direct(view, kernel_out, by_position),
                 )
         return y
 
@@ -176,6 +187,18 @@ class AbsolutePE:
 
     def __repr__(self) -> str:
         return f"AbsolutePE(embedding_size={self.embedding_size}, max_length={self.max_length})"
+
+
+def _julia_axes(
+    x: np.ndarray, out: np.ndarray | None, batch_first: bool
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """3-D ``x`` and ``out`` with Julia's axes (seq, features, batch): views
+    of (batch, seq, features) arrays when ``batch_first``, where ``out``, if
+    it is ``x``, stays ``x``'s very view (in place)."""
+    if not batch_first:
+        return x, out
+    view = x.transpose(1, 2, 0)
+    return view, view if out is x else None if out is None else out.transpose(1, 2, 0)
 
 
 def add_embeddings(

@@ -7,7 +7,7 @@ from functools import partial
 import numpy as np
 import pytest
 
-from positional_embeddings import AbsolutePE, RoPE, _kernels
+from positional_embeddings import AbsolutePE, RoPE, _kernels, absolute
 
 import reference
 from comparisons import assert_bitwise_equal, assert_every_way_of_writing, ulp_distance
@@ -219,3 +219,34 @@ def test_channel_checked_before_length():
     """Julia asserts the channel size first."""
     with pytest.raises(ValueError, match="Channel"):
         AbsolutePE(8, 10)(np.zeros((11, 6, 1), np.float32))
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_batch_first_decoding_steps_take_the_direct_path(monkeypatch, order):
+    """Batch-first decoding steps (batch, 1, features), allocating, with
+    ``out`` and in place, are remembered as the (1, features, batch) views
+    they are: after a first checked call of each kind, the same bits without
+    the checks' slow path, and outputs in ``x``'s memory order."""
+    pe = AbsolutePE(16, 40)
+    x = np.asarray(sample((5, 1, 16), np.float32, seed=3), order=order)
+
+    def expected(position):
+        table = pe.embeddings[:, position : position + 1]
+        return reference.absolute_apply(x.transpose(1, 2, 0), table).transpose(2, 0, 1)
+
+    step = partial(pe, batch_first=True)
+    assert_every_way_of_writing(partial(step, offset=39), x, expected(39))  # the whole table
+    checked = absolute.add_embeddings
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("took the checked path")
+
+    monkeypatch.setattr(absolute, "add_embeddings", refuse)
+    for position in (7, 0, 38):
+        assert_every_way_of_writing(partial(step, offset=position), x, expected(position))
+        assert step(x, offset=position).flags[f"{order}_CONTIGUOUS"]
+    with pytest.raises(AssertionError, match="checked path"):
+        step(x, offset=40)  # beyond the table: the checks raise Julia's error
+    monkeypatch.setattr(absolute, "add_embeddings", checked)
+    with pytest.raises(ValueError, match="exceeds maximum length"):
+        step(x, offset=40)
