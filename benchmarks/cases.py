@@ -280,14 +280,19 @@ def decode(settings: Settings, order: str, writes: str) -> Row:
     )
 
 
-def pe_decode(settings: Settings, order: str) -> Row:
-    """AbsolutePE's decoding step, ``pe(x)`` on ``(1, 512, 32)`` float32 (the
-    Julia docs' features and batch), position 0: microseconds per call."""
+def pe_decode(settings: Settings, order: str, batch_first: bool = False) -> Row:
+    """AbsolutePE's decoding step at position 0: ``pe(x)`` on ``(1, 512, 32)``
+    float32 (the Julia docs' features and batch), or ``pe(x,
+    batch_first=True)`` on ``(32, 1, 512)`` (numpy and torch add the table
+    to its (seq, features, batch) view): microseconds per call."""
     pe = _absolute_pe(512, 1)
-    x = _array((1, 512, 32), np.float32, order)
-    contenders, floor = _plain_call(pe, x, "new")
-    contenders |= {"numpy": pe_numpy(pe, x), "torch": pe_torch(pe, x)}
-    return _measure("decode", "decode pe(x)", x, order, contenders, floor, settings)
+    x = _array((32, 1, 512) if batch_first else (1, 512, 32), np.float32, order)
+    layer = partial(pe, batch_first=True) if batch_first else pe
+    julia_axes = x.transpose(1, 2, 0) if batch_first else x
+    contenders, floor = _plain_call(layer, x, "new")
+    contenders |= {"numpy": pe_numpy(pe, julia_axes), "torch": pe_torch(pe, julia_axes)}
+    case = "decode pe(x, batch_first=True)" if batch_first else "decode pe(x)"
+    return _measure("decode", case, x, order, contenders, floor, settings)
 
 
 def _absolute_pe(features: int, seq: int) -> AbsolutePE:
@@ -412,7 +417,8 @@ def all_cases(quick: bool) -> list[Case]:
     decoding step ``(128, 1, 32)``, a call split over one and over two
     threads at 4, 8 and 16 MB ``(128, n, 32)`` with a copy split over two
     threads beside it, AbsolutePE on the Julia docs'
-    ``(100, 512, 32)``, on ``(4096, 512, 16)`` and its decoding step ``(1, 512, 32)``,
+    ``(100, 512, 32)``, on ``(4096, 512, 16)`` and its decoding step ``(1, 512, 32)``
+    (and batch-first, ``(32, 1, 512)``),
     AbsolutePE batch-first
     ``(32, 256, 512)`` and RoPE on one batch column ``(128, 4096, 1)``, RoPE
     ``(128, 4096, 32)`` stored as (seq, heads, head) and AbsolutePE
@@ -452,6 +458,7 @@ def all_cases(quick: bool) -> list[Case]:
         for order in "CF"
     ]
     cases += [Case("decode", partial(pe_decode, order=order)) for order in "CF"]
+    cases.append(Case("decode", partial(pe_decode, order="C", batch_first=True)))
     absolute = size((4096, 512, 16), (64, 512, 2))
     pe_rows = [("pe", size((100, 512, 32), (10, 512, 4))), ("pe", absolute), ("pe-out", absolute)]
     cases += [
