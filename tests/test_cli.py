@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -60,3 +61,20 @@ def test_module_runs_as_a_command():
     assert result.returncode == 0
     for command in ("tour", "bench", "parity", "plot"):
         assert command in result.stdout
+
+
+def test_output_cut_short_ends_without_a_traceback():
+    """``python -m positional_embeddings | head -1``: the tour stops at its
+    next line, exit code 1, nothing on stderr."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "positional_embeddings"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    assert process.stdout is not None and process.stderr is not None
+    assert process.stdout.readline().startswith(b"positional_embeddings")
+    process.stdout.close()
+    assert process.wait(timeout=120) == 1
+    assert process.stderr.read() == b""
