@@ -152,21 +152,18 @@ class AbsolutePE:
             Fewer than 3 dims; "Channel dimension must match embedding size";
             "Sequence length exceeds maximum length"; a bad ``out``.
         """
-        plain = (
-            type(x) is np.ndarray
-            and x.ndim == 3
-            and (out is None or (type(out) is np.ndarray and out.ndim == 3))
-            and (batch_first is False or batch_first is True)
-        )
-        if plain and type(offset) is int:
-            view, out_view = _julia_axes(x, out, batch_first)
-            y = self._direct.call(view, out_view, offset)
-            if y is not None:
-                if out is not None:
-                    return out  # the caller's array (x itself in place)
-                return y.transpose(2, 0, 1) if batch_first else y
+        if type(x) is np.ndarray and type(offset) is int:
+            if batch_first is False:
+                y = self._direct.call(x, out, offset)
+                if y is not None:
+                    return y
+            elif batch_first is True and x.ndim == 3 and _plain(out):
+                view, out_view = _julia_axes(x, out, batch_first)
+                y = self._direct.call(view, out_view, offset)
+                if y is not None:  # the caller's out (x itself in place), or a new output
+                    return y.transpose(2, 0, 1) if out is None else out
         y = add_embeddings(self.embeddings, x, out, offset, batch_first, self._position_major)
-        if plain:
+        if type(x) is np.ndarray and x.ndim == 3 and (batch_first is False or batch_first is True):
             by_position = self._by_position  # the checks kept x itself if its dtype is native
             view, y_view = _julia_axes(x, y, batch_first)
             native = x.dtype.isnative and x.dtype != np.float16
@@ -187,6 +184,11 @@ class AbsolutePE:
 
     def __repr__(self) -> str:
         return f"AbsolutePE(embedding_size={self.embedding_size}, max_length={self.max_length})"
+
+
+def _plain(out: Any) -> bool:
+    """Whether ``out`` is None or a 3-D ndarray (what ``_julia_axes`` can view)."""
+    return out is None or (type(out) is np.ndarray and out.ndim == 3)
 
 
 def _julia_axes(
