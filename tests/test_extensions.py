@@ -13,7 +13,7 @@ from positional_embeddings.layouts import half_to_interleaved, interleaved_to_ha
 
 import reference
 from comparisons import assert_bitwise_equal, assert_every_way_of_writing, ulp_distance
-from test_rope import INPUT_DTYPES, layouts, sample
+from test_rope import INPUT_DTYPES, layouts, sample, stored
 
 # --- positions -----------------------------------------------------------------------
 
@@ -408,11 +408,6 @@ def test_rope_few_positions_loop_over_positions_outermost(monkeypatch, threads, 
                         assert_bitwise_equal(in_place, expected)
 
 
-def _stored(values: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
-    """``values`` as a view of a C-contiguous array that holds its axes in the order ``axes``."""
-    return np.ascontiguousarray(values.transpose(axes)).transpose(np.argsort(axes))
-
-
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("interleaved", [False, True])
 def test_rope_arrays_stored_position_by_position(monkeypatch, threads, interleaved):
@@ -433,7 +428,7 @@ def test_rope_arrays_stored_position_by_position(monkeypatch, threads, interleav
     )
     for dtype in (np.float32, np.float16, np.int32):
         for axes, loop in stored_loops:
-            x = _stored(sample((head, seq, batch), dtype, seed=len(loops)), axes)
+            x = stored(sample((head, seq, batch), dtype, seed=len(loops)), axes)
             before = x.copy()
             for offset, positions in ((0, None), (44, None), (0, ids), (0, per_column)):
                 rope = RoPE(head, 50, interleaved=interleaved)  # nothing remembered
@@ -466,7 +461,7 @@ def test_absolute_arrays_stored_position_by_position(monkeypatch, threads):
     for seq, offset in ((3, 0), (37, 163)):
         for dtype in (np.float32, np.float16, np.int16, np.float64):
             pe = AbsolutePE(10, 200)
-            x = _stored(sample((seq, 10, 4), dtype, seed=seq), (0, 2, 1))
+            x = stored(sample((seq, 10, 4), dtype, seed=seq), (0, 2, 1))
             before = x.copy()
             expected = reference.absolute_apply(x, pe.embeddings[:, offset : offset + seq])
             loops.clear()

@@ -57,6 +57,11 @@ def layouts(x: np.ndarray):
     yield "strided", view
 
 
+def stored(values: np.ndarray, axes) -> np.ndarray:
+    """``values`` as a view of a C-contiguous array that holds its axes in the order ``axes``."""
+    return np.ascontiguousarray(values.transpose(axes)).transpose(np.argsort(axes))
+
+
 # --- tables --------------------------------------------------------------------------
 
 
