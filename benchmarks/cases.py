@@ -312,36 +312,41 @@ def pe_call(settings: Settings, shape: tuple[int, ...], order: str, with_out: bo
     return _measure(group, case, x, order, contenders, floor, settings)
 
 
-def other_layout(
-    settings: Settings, kind: str, shape: tuple[int, ...], stored: tuple[int, ...] | None = None
-) -> Row:
-    """Layouts other than Julia's and C order, float32.  Without ``stored``,
-    C-order arrays whose innermost axis runs along table positions:
-    ``pe(x, batch_first=True)`` on (batch, seq, features) and ``rope(x)`` on
-    (head, seq, 1).  With ``stored``, ``x`` of ``shape`` is a view of a
-    C-order array that holds its axes in the order ``stored``: RoPE's
-    (seq, heads, head) (Hugging Face's queries before their transpose) and
-    AbsolutePE's (seq, batch, features) (PyTorch's sequence-first layout)."""
-    if stored is None:
-        x, order = _array(shape, np.float32, "C"), "C"
-    else:
-        x = _array(tuple(shape[axis] for axis in stored), np.float32, "C")
-        x, order = x.transpose(np.argsort(stored)), ""
-    layer: Callable[..., object]
-    names = {"pe": ("seq", "features", "batch"), "rope": ("head", "seq", "heads")}[kind]
-    if stored is not None:
-        layer = _absolute_pe(shape[1], shape[0]) if kind == "pe" else RoPE(shape[0], shape[1])
-        case = f"{kind}(x), x stored ({', '.join(names[axis] for axis in stored)})"
-    elif kind == "pe":
-        layer = partial(_absolute_pe(shape[2], shape[1]), batch_first=True)
+def other_layout(settings: Settings, kind: str, shape: tuple[int, ...]) -> Row:
+    """Layouts whose innermost axis runs along table positions, C order,
+    float32: ``pe(x, batch_first=True)`` on (batch, seq, features) and
+    ``rope(x)`` on (head, seq, 1)."""
+    x = _array(shape, np.float32, "C")
+    if kind == "pe":
+        layer: Callable[..., object] = partial(_absolute_pe(shape[2], shape[1]), batch_first=True)
         case = "pe(x, batch_first=True)"
     else:
         layer, case = RoPE(shape[0], shape[1]), "rope(x), one batch column"
     contenders, floor = _plain_call(layer, x, "new")
-    if stored is not None:
-        numpy_torch = (pe_numpy, pe_torch) if kind == "pe" else (rope_numpy, rope_torch)
-        contenders |= {"numpy": numpy_torch[0](layer, x), "torch": numpy_torch[1](layer, x)}
-    return _measure("layouts", case, x, order, contenders, floor, settings)
+    return _measure("layouts", case, x, "C", contenders, floor, settings)
+
+
+def stored_layout(
+    settings: Settings, kind: str, shape: tuple[int, ...], stored: tuple[int, ...]
+) -> Row:
+    """``rope(x)`` or ``pe(x)``, float32, on ``x`` of ``shape`` (Julia's axes)
+    that is a view of a C-order array holding its axes in the order
+    ``stored``: RoPE's (seq, heads, head) (Hugging Face's queries before
+    their transpose), AbsolutePE's (seq, batch, features) (PyTorch's
+    sequence-first layout)."""
+    x = _array(tuple(shape[axis] for axis in stored), np.float32, "C")
+    x = x.transpose(np.argsort(stored))
+    layer: Any
+    if kind == "pe":
+        layer, names = _absolute_pe(shape[1], shape[0]), ("seq", "features", "batch")
+        contenders, floor = _plain_call(layer, x, "new")
+        contenders |= {"numpy": pe_numpy(layer, x), "torch": pe_torch(layer, x)}
+    else:
+        layer, names = RoPE(shape[0], shape[1]), ("head", "seq", "heads")
+        contenders, floor = _plain_call(layer, x, "new")
+        contenders |= {"numpy": rope_numpy(layer, x), "torch": rope_torch(layer, x)}
+    case = f"{kind}(x), x stored ({', '.join(names[axis] for axis in stored)})"
+    return _measure("layouts", case, x, "", contenders, floor, settings)
 
 
 def table_construction(settings: Settings, kind: str, size: int, length: int) -> Row:
@@ -466,15 +471,21 @@ def all_cases(quick: bool) -> list[Case]:
         for group, shape in pe_rows
         for order in "CF"
     ]
-    layout_rows: list[tuple[str, tuple[int, ...], tuple[int, ...] | None]] = [
-        ("pe", size((32, 256, 512), (2, 20, 16)), None),
-        ("rope", size((128, 4096, 1), (16, 70, 1)), None),
+    layout_rows = [
+        ("pe", size((32, 256, 512), (2, 20, 16))),
+        ("rope", size((128, 4096, 1), (16, 70, 1))),
+    ]
+    cases += [
+        Case("layouts", partial(other_layout, kind=kind, shape=shape))
+        for kind, shape in layout_rows
+    ]
+    stored_rows = [
         ("rope", size((128, 4096, 32), (128, 64, 4)), (1, 2, 0)),
         ("pe", absolute, (0, 2, 1)),
     ]
     cases += [
-        Case("layouts", partial(other_layout, kind=kind, shape=shape, stored=stored))
-        for kind, shape, stored in layout_rows
+        Case("layouts", partial(stored_layout, kind=kind, shape=shape, stored=stored))
+        for kind, shape, stored in stored_rows
     ]
     rope_length, absolute_length = (1024, 64) if quick else (131_072, 8192)
     cases.append(
