@@ -280,6 +280,20 @@ def decode(settings: Settings, order: str, writes: str) -> Row:
     )
 
 
+def decode_stored(settings: Settings) -> Row:
+    """One token of decoding as Hugging Face's queries arrive, (batch, seq,
+    heads, head_dim) = ``(4, 1, 8, 128)`` float32, reversed to Julia's axes:
+    a 4-D view ``(128, 1, 8, 4)`` (numpy and torch take its 3-D view, which
+    broadcasts their tables as for the other decoding rows)."""
+    rope = RoPE(128, 4096)
+    x = _array((4, 1, 8, 128), np.float32, "C").transpose(3, 1, 2, 0)
+    three_d = x.reshape(128, 1, -1, order="F")
+    contenders, floor = _plain_call(rope, x, "new")
+    contenders |= {"numpy": rope_numpy(rope, three_d), "torch": rope_torch(rope, three_d)}
+    case = "decode rope(x), x stored (batch, seq, heads, head)"
+    return _measure("decode", case, x, "", contenders, floor, settings)
+
+
 def pe_decode(settings: Settings, order: str, batch_first: bool = False) -> Row:
     """AbsolutePE's decoding step at position 0: ``pe(x)`` on ``(1, 512, 32)``
     float32 (the Julia docs' features and batch), or ``pe(x,
@@ -419,15 +433,14 @@ def all_cases(quick: bool) -> list[Case]:
     The full sizes: LLaMA-like ``(128, 4096, 32)`` and ``(64, 2048, 256)``,
     the Julia docs' ``(64, 100, 256)``, a large ``(128, 2048, 128)`` (128 MB
     in float32, 256 MB in float64), an in-cache ``(128, 512, 32)``, the
-    decoding step ``(128, 1, 32)``, a call split over one and over two
-    threads at 4, 8 and 16 MB ``(128, n, 32)`` with a copy split over two
-    threads beside it, AbsolutePE on the Julia docs'
-    ``(100, 512, 32)``, on ``(4096, 512, 16)`` and its decoding step ``(1, 512, 32)``
-    (and batch-first, ``(32, 1, 512)``),
-    AbsolutePE batch-first
-    ``(32, 256, 512)`` and RoPE on one batch column ``(128, 4096, 1)``, RoPE
-    ``(128, 4096, 32)`` stored as (seq, heads, head) and AbsolutePE
-    ``(4096, 512, 16)`` stored as (seq, batch, features).  Without ``quick``, the
+    decoding step ``(128, 1, 32)`` (and as a 4-D view ``(128, 1, 8, 4)``), a
+    call split over one and over two threads at 4, 8 and 16 MB ``(128, n,
+    32)`` with a copy split over two threads beside it, AbsolutePE on the
+    Julia docs' ``(100, 512, 32)``, on ``(4096, 512, 16)`` and its decoding
+    step ``(1, 512, 32)`` (and batch-first, ``(32, 1, 512)``), AbsolutePE
+    batch-first ``(32, 256, 512)`` and RoPE on one batch column ``(128,
+    4096, 1)``, RoPE ``(128, 4096, 32)`` stored as (seq, heads, head) and
+    AbsolutePE ``(4096, 512, 16)`` stored as (seq, batch, features).  Without ``quick``, the
     cold start also runs with an empty cache (compiling everything).
     """
 
@@ -462,6 +475,7 @@ def all_cases(quick: bool) -> list[Case]:
         for writes in ("new", "out", "x")
         for order in "CF"
     ]
+    cases.append(Case("decode", decode_stored))
     cases += [Case("decode", partial(pe_decode, order=order)) for order in "CF"]
     cases.append(Case("decode", partial(pe_decode, order="C", batch_first=True)))
     absolute = size((4096, 512, 16), (64, 512, 2))

@@ -8,7 +8,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ._kernels import Direct, ids_within
-from ._views import may_share
+from ._views import may_share, merged
 
 __all__ = ["DirectCalls"]
 
@@ -19,15 +19,17 @@ _MOST_LAYOUTS = 64
 class DirectCalls:
     """The compiled loop a checked call ran, by input layout.
 
-    After a checked call on a 3-D input, the loop it ran is remembered for
-    inputs of the same shape, strides and dtype (and for in place, or not;
+    After a checked call, the loop it ran is remembered for inputs of the
+    same shape, strides and dtype (and for in place, or not;
     with position ids, for ids of the same shape, strides and dtype): the
     next such call skips the checks' slow path, the choice of loop and
     Numba's type dispatch, and is checked only for what can change between
     two such inputs (the offset's or the ids' range, and ``out``).  Only a
     call whose output is laid out as a new output would be (``np.empty`` in
     ``x``'s memory order) is remembered, since an allocating call then gets
-    that layout.
+    that layout.  Inputs of more than 3 dims are remembered where their
+    axes from the third on merge into one without copying (``merged``): the
+    remembered call runs on such 3-D views.
 
     Pickles and copies as an empty record (compiled calls cannot be pickled;
     the copy remembers its own as it is used).
@@ -84,15 +86,16 @@ class DirectCalls:
         x: np.ndarray,
         out: np.ndarray,
         last: int,
-        find: Callable[[np.ndarray | None], Direct | None],
+        find: Callable[[np.ndarray, np.ndarray | None], Direct | None],
         ids: np.ndarray | None = None,
     ) -> None:
         """After a checked call of ``x`` into ``out`` (``x`` itself in place),
-        keep the loop ``find`` gives for the arrays the loop was handed (None
-        for ``out`` in place); ``last`` is the largest offset the call's
-        tables cover for this sequence length.  ``ids``, if given, are the
-        position ids the call read (native ``intp``): the record is then for
-        ids of their shape and layout.
+        keep the loop ``find`` gives for the arrays the loop is handed: 3-D
+        views of ``x`` and of ``out`` (None in place).  ``last`` is the
+        largest offset the call's tables cover for this sequence length.
+        ``ids``, if given, are the position ids the call read (native
+        ``intp``, one per position): the record is then for ids of their
+        shape and layout.
 
         ``find`` costs tens of microseconds (Numba's ``typeof`` of each
         argument), so it is not asked again while a record for such calls
@@ -109,17 +112,44 @@ class DirectCalls:
         if not in_place and may_share(x, out):
             return
         order: Literal["C", "F"] = "C" if out.flags.c_contiguous else "F"
-        for new in (np.empty(x.shape, out.dtype, order), np.empty_like(x, out.dtype, "K")):
+        fresh = np.empty(x.shape, out.dtype, order)  # what an allocating call writes
+        for new in (fresh, np.empty_like(x, out.dtype, "K")):
             if not _same_steps(out, new):
                 return
-        found = find(None if in_place else out)
+        views: tuple[np.ndarray, ...] = (x, out)
+        merge: Literal["C", "F"] | None = None
+        if x.ndim > 3:
+            found_views = merged(x, out, fresh)
+            if found_views is None:
+                return
+            views, merge = found_views
+        found = find(views[0], None if in_place else views[1])
         if found is None:
             return
         if len(self._records) >= _MOST_LAYOUTS:
             self._records.clear()
         entry, args, length = found
+        if merge is not None:
+            entry = _on_views(entry, views[0].shape, merge)
         layout = (x.shape, out.strides, out.dtype)
         self._records[key] = (order, out.dtype, layout, last, entry, args, length)
+
+
+def _on_views(
+    entry: Callable[..., None], shape: tuple[int, ...], order: Literal["C", "F"]
+) -> Callable[..., None]:
+    """``entry`` for arrays of more than 3 dims: ``entry`` of their 3-D views
+    of ``shape``, merged in ``order``.  Views, never copies: the record is
+    only for arrays laid out as those whose views ``merged`` found."""
+
+    def call(x: np.ndarray, out: np.ndarray | None, *rest: Any) -> None:
+        entry(
+            x.reshape(shape, order=order),
+            None if out is None else out.reshape(shape, order=order),
+            *rest,
+        )
+
+    return call
 
 
 def _same_steps(a: np.ndarray, b: np.ndarray) -> bool:

@@ -16,7 +16,7 @@ import numpy as np
 
 from ._kernels import F16_RECORD
 
-__all__ = ["grown_copy", "may_share", "run_forward"]
+__all__ = ["grown_copy", "may_share", "merged", "run_forward"]
 
 _F16 = np.dtype(np.float16)
 
@@ -40,22 +40,36 @@ def _collapsed(a: np.ndarray, order: Literal["C", "F"]) -> np.ndarray | None:
         return None
 
 
-def _three_d_views(*arrays: np.ndarray) -> Iterator[tuple[np.ndarray, ...]]:
-    """Matching 3-D views of arrays shaped (n0, n1, rest...) that cover them once.
-
-    The trailing axes are merged in the same order for every array when
-    their strides allow; otherwise the views are the 3-D slices over every
-    index of the axes after the third.
-    """
-    if arrays[0].ndim == 3:
-        yield arrays
-        return
+def merged(
+    *arrays: np.ndarray,
+) -> tuple[tuple[np.ndarray, ...], Literal["C", "F"]] | None:
+    """3-D views of arrays shaped (n0, n1, rest...), their axes from the third
+    on merged into one without copying in the same order for every array
+    (``"C"`` tried first), with that order; None if their strides allow
+    neither.  Whether they merge depends only on shapes and strides: arrays
+    laid out alike merge alike, so later ones can simply be reshaped."""
     orders: tuple[Literal["C", "F"], ...] = ("C", "F")
     for order in orders:
         views = [_collapsed(a, order) for a in arrays]
         if all(v is not None for v in views):
-            yield tuple(v for v in views if v is not None)
-            return
+            return tuple(v for v in views if v is not None), order
+    return None
+
+
+def _three_d_views(*arrays: np.ndarray) -> Iterator[tuple[np.ndarray, ...]]:
+    """Matching 3-D views of arrays shaped (n0, n1, rest...) that cover them once.
+
+    The trailing axes are merged in the same order for every array when
+    their strides allow (``merged``); otherwise the views are the 3-D slices
+    over every index of the axes after the third.
+    """
+    if arrays[0].ndim == 3:
+        yield arrays
+        return
+    views = merged(*arrays)
+    if views is not None:
+        yield views[0]
+        return
     for index in itertools.product(*(range(n) for n in arrays[0].shape[3:])):
         where: tuple[Any, ...] = (Ellipsis, *index)
         yield tuple(a[where] for a in arrays)

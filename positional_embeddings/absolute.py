@@ -163,7 +163,7 @@ class AbsolutePE:
                 if y is not None:  # the caller's out (x itself in place), or a new output
                     return y.transpose(2, 0, 1) if out is None else out
         y = add_embeddings(self.embeddings, x, out, offset, batch_first, self._position_major)
-        if type(x) is np.ndarray and x.ndim == 3 and (batch_first is False or batch_first is True):
+        if type(x) is np.ndarray and (batch_first is False or batch_first is True):
             by_position = self._by_position  # the checks kept x itself if its dtype is native
             view, y_view = _julia_axes(x, y, batch_first)
             native = x.dtype.isnative and x.dtype != np.float16
@@ -172,7 +172,7 @@ class AbsolutePE:
                     view,
                     y_view,
                     by_position.shape[1] - view.shape[0],
-                    lambda kernel_out: absolute_direct(view, kernel_out, by_position),
+                    lambda kernel_x, kernel_out: absolute_direct(kernel_x, kernel_out, by_position),
                 )
         return y
 

@@ -333,9 +333,10 @@ class RoPE:
         tables: tuple[np.ndarray, ...],
         remember: bool = False,
     ) -> np.ndarray:
-        """Check, allocate, rotate.  With ``remember``, a 3-D call leaves its
+        """Check, allocate, rotate.  With ``remember``, the call leaves its
         loop for the next input of the same layout (``__call__``'s fast path,
-        ``DirectCalls``)."""
+        ``DirectCalls``), unless it read ids per position and batch column of
+        more than one batch axis."""
         x = as_array(x, "x", 3)
         head_size, seq_len = x.shape[0], x.shape[1]
         if head_size != self.head_size:
@@ -350,13 +351,14 @@ class RoPE:
             run_forward(rope_forward, x, out, *args, columns=ids)
         else:
             run_forward(rope_forward, x, out, *args, where)
-        if remember and x.ndim == 3 and np.float16 not in (x.dtype, out.dtype):
+        one_batch_axis = x.ndim == 3 or ids is None or ids.ndim == 1
+        if remember and one_batch_axis and np.float16 not in (x.dtype, out.dtype):
             self._direct.remember(
                 x,
                 out,
                 self.cos_cached.shape[1] - seq_len,
-                lambda kernel_out: rope_direct(
-                    x, kernel_out, tables[0], tables[1], self._pairing, self._shared, where
+                lambda view, kernel_out: rope_direct(
+                    view, kernel_out, tables[0], tables[1], self._pairing, self._shared, where
                 ),
                 ids,
             )

@@ -222,6 +222,29 @@ def test_channel_checked_before_length():
 
 
 @pytest.mark.parametrize("order", ["C", "F"])
+def test_decoding_steps_of_more_than_three_dims_take_the_direct_path(monkeypatch, order):
+    """(1, features, batch, beams) steps: after a first checked call of each
+    kind, later ones skip the checks through 3-D views of their merged batch
+    axes, with the same bits and outputs in ``x``'s memory order."""
+    pe = AbsolutePE(16, 40)
+    x = np.asarray(sample((1, 16, 3, 2), np.float32, seed=4), order=order)
+
+    def expected(position):
+        return reference.absolute_apply(x, pe.embeddings[:, position : position + 1])
+
+    assert_every_way_of_writing(partial(pe, offset=39), x, expected(39))  # the whole table
+    monkeypatch.setattr(absolute, "add_embeddings", _refuse)
+    for position in (7, 0, 38):
+        assert_every_way_of_writing(partial(pe, offset=position), x, expected(position))
+        assert pe(x, offset=position).flags[f"{order}_CONTIGUOUS"]
+
+
+def _refuse(*args, **kwargs):
+    """Stands in for the checked path where a test expects none."""
+    raise AssertionError("took the checked path")
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
 def test_batch_first_decoding_steps_take_the_direct_path(monkeypatch, order):
     """Batch-first decoding steps (batch, 1, features), allocating, with
     ``out`` and in place, are remembered as the (1, features, batch) views
@@ -237,11 +260,7 @@ def test_batch_first_decoding_steps_take_the_direct_path(monkeypatch, order):
     step = partial(pe, batch_first=True)
     assert_every_way_of_writing(partial(step, offset=39), x, expected(39))  # the whole table
     checked = absolute.add_embeddings
-
-    def refuse(*args, **kwargs):
-        raise AssertionError("took the checked path")
-
-    monkeypatch.setattr(absolute, "add_embeddings", refuse)
+    monkeypatch.setattr(absolute, "add_embeddings", _refuse)
     for position in (7, 0, 38):
         assert_every_way_of_writing(partial(step, offset=position), x, expected(position))
         assert step(x, offset=position).flags[f"{order}_CONTIGUOUS"]

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from positional_embeddings import RoPE, neg_half
+from positional_embeddings import RoPE, _kernels, neg_half
 
 import reference
-from comparisons import assert_bitwise_equal, ulp_distance
+from comparisons import assert_bitwise_equal, assert_every_way_of_writing, ulp_distance
 
 FLOATS = [np.float16, np.float32, np.float64]
 INPUT_DTYPES = [np.float16, np.float32, np.float64, np.int64, np.int8, np.uint8, np.bool_]
@@ -429,3 +429,84 @@ def test_repeated_calls_take_the_direct_path_with_the_same_results():
     in_place = x.copy()
     assert rope(in_place, out=in_place, offset=5) is in_place
     assert_bitwise_equal(in_place, full[:, 5:6])
+
+
+def _decoding_step(layout: str) -> np.ndarray:
+    """A (head, 1, heads, batch...) decoding step of RoPE(8, 12), laid out as ``layout``."""
+    values = sample((8, 1, 3, 2, 2) if layout == "5-D, F order" else (8, 1, 3, 2), np.float32, 41)
+    if layout == "(batch, seq, heads, head) reversed":  # Hugging Face's queries
+        return stored(values, (3, 1, 2, 0))
+    if layout == "cut from a fused projection":  # heads, then batch, one run each
+        fused = np.zeros((24, 1, 3, 2), np.float32, order="F")
+        fused[8:16] = values
+        return fused[8:16]
+    if layout == "batch axes that do not merge":
+        wide = np.zeros((8, 1, 3, 4), np.float32, order="F")
+        wide[..., ::2] = values
+        return wide[..., ::2]
+    return np.asarray(values, order="F" if layout == "5-D, F order" else "C")
+
+
+def _steps(a: np.ndarray) -> list[int]:
+    """The strides of ``a`` along its axes longer than 1 (its memory order)."""
+    return [stride for n, stride in zip(a.shape, a.strides, strict=True) if n > 1]
+
+
+def _rope_step(rope: RoPE, x: np.ndarray, position: int):
+    """``rope`` at ``position`` as a function of ``(x, out=None)``, and what it gives for ``x``."""
+
+    def call(x, out=None):
+        return rope(x, out=out, offset=position)
+
+    columns = slice(position, position + 1)
+    return call, reference.rope_apply(x, rope.cos_cached[:, columns], rope.sin_cached[:, columns])
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [
+        "C order",
+        "(batch, seq, heads, head) reversed",
+        "cut from a fused projection",
+        "5-D, F order",
+        "batch axes that do not merge",
+    ],
+)
+def test_decoding_steps_of_more_than_three_dims_take_the_direct_path(monkeypatch, layout):
+    """Steps with several batch axes, as PyTorch-shaped queries arrive: after
+    a first checked call of each kind (allocating, ``out``, in place), later
+    ones skip the checks through 3-D views of their merged batch axes, with
+    the same bits; a layout whose batch axes merge in neither order takes
+    the checked path every time."""
+    rope = RoPE(8, 12)
+    x = _decoding_step(layout)
+    call, expected = _rope_step(rope, x, 11)  # the whole table
+    assert_every_way_of_writing(call, x, expected)
+    checked, calls = RoPE._apply, []
+    monkeypatch.setattr(RoPE, "_apply", lambda *a, **k: calls.append(a) or checked(*a, **k))
+    for position in (4, 0, 10):
+        call, expected = _rope_step(rope, x, position)
+        assert_every_way_of_writing(call, x, expected)
+        assert _steps(call(x)) == _steps(np.empty_like(x))  # x's memory order
+    # Three calls a position with x itself (its copy written in place is contiguous).
+    assert len(calls) == (9 if layout == "batch axes that do not merge" else 0)
+    with pytest.raises(ValueError, match="exceeds maximum length"):
+        rope(x, offset=12)
+
+
+def test_ids_per_column_of_several_batch_axes_are_checked_every_time(monkeypatch):
+    """Position ids per position and batch column of a 4-D step are ids the
+    remembered 3-D loops do not read: every call is checked, and right, and
+    none searches for a loop to remember (which costs tens of microseconds)."""
+    rope = RoPE(8, 12)
+    x = _decoding_step("C order")
+    checked, calls = RoPE._apply, []
+    monkeypatch.setattr(RoPE, "_apply", lambda *a, **k: calls.append(a) or checked(*a, **k))
+    monkeypatch.setattr(_kernels, "_compiled", lambda *a: pytest.fail("searched for a loop"))
+    for seed in range(3):
+        ids = np.random.default_rng(seed).integers(0, 12, x.shape[1:])
+        expected = reference.rope_apply_pairs(
+            x, rope.cos_cached, rope.sin_cached, reference.half_pairs(8), ids
+        )
+        assert_bitwise_equal(rope(x, positions=ids), expected)
+    assert len(calls) == 3
