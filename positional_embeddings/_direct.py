@@ -166,11 +166,14 @@ def _fits(out: Any, x: np.ndarray, layout: tuple[Any, ...]) -> bool:
     takes the checked path); writeable and aligned (``behaved``); no
     overlap with ``x`` (what the checks would refuse, for that one layout)."""
     shape, strides, dtype = layout
-    return (
+    if not (
         type(out) is np.ndarray
         and out.dtype is dtype
         and out.strides == strides
         and out.shape == shape
-        and out.flags.behaved
-        and not may_share(x, out)
+    ):
+        return False
+    flags = out.flags  # read once (each read builds an object): ``may_share``, inlined
+    return flags.behaved and (
+        (flags.owndata and x.flags.owndata) or not np.may_share_memory(x, out)
     )
