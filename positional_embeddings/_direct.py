@@ -20,16 +20,16 @@ class DirectCalls:
     """The compiled loop a checked call ran, by input layout.
 
     After a checked call, the loop it ran is remembered for inputs of the
-    same shape, strides and dtype (and for in place, or not;
-    with position ids, for ids of the same shape, strides and dtype): the
-    next such call skips the checks' slow path, the choice of loop and
-    Numba's type dispatch, and is checked only for what can change between
-    two such inputs (the offset's or the ids' range, and ``out``).  Only a
-    call whose output is laid out as a new output would be (``np.empty`` in
-    ``x``'s memory order) is remembered, since an allocating call then gets
-    that layout.  Inputs of more than 3 dims are remembered where their
-    axes from the third on merge into one without copying (``merged``): the
-    remembered call runs on such 3-D views.
+    same shape, strides and dtype (and for in place, or not; with position
+    ids, for ids of the same shape, strides and dtype): the next such call
+    skips the checks' slow path, the choice of loop and Numba's type
+    dispatch, and is checked only for what can change between two such
+    inputs (the offset's or the ids' range, and ``out``).  Only a call whose
+    output is laid out as a new output would be (``np.empty`` in ``x``'s
+    memory order) is remembered, since an allocating call then gets that
+    layout.  Inputs of more than 3 dims are remembered where their axes from
+    the third on merge into one without copying (``merged``): the remembered
+    call runs on such 3-D views.
 
     Pickles and copies as an empty record (compiled calls cannot be pickled;
     the copy remembers its own as it is used).
