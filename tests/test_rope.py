@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import pytest
 
@@ -454,12 +456,10 @@ def _steps(a: np.ndarray) -> list[int]:
 
 def _rope_step(rope: RoPE, x: np.ndarray, position: int):
     """``rope`` at ``position`` as a function of ``(x, out=None)``, and what it gives for ``x``."""
-
-    def call(x, out=None):
-        return rope(x, out=out, offset=position)
-
     columns = slice(position, position + 1)
-    return call, reference.rope_apply(x, rope.cos_cached[:, columns], rope.sin_cached[:, columns])
+    return partial(rope, offset=position), reference.rope_apply(
+        x, rope.cos_cached[:, columns], rope.sin_cached[:, columns]
+    )
 
 
 @pytest.mark.parametrize(
