@@ -353,12 +353,12 @@ def stored_layout(
     layer: Any
     if kind == "pe":
         layer, names = _absolute_pe(shape[1], shape[0]), ("seq", "features", "batch")
-        contenders, floor = _plain_call(layer, x, "new")
-        contenders |= {"numpy": pe_numpy(layer, x), "torch": pe_torch(layer, x)}
+        formulas: tuple[Callable[..., Any], ...] = (pe_numpy, pe_torch)
     else:
         layer, names = RoPE(shape[0], shape[1]), ("head", "seq", "heads")
-        contenders, floor = _plain_call(layer, x, "new")
-        contenders |= {"numpy": rope_numpy(layer, x), "torch": rope_torch(layer, x)}
+        formulas = (rope_numpy, rope_torch)
+    contenders, floor = _plain_call(layer, x, "new")
+    contenders |= {"numpy": formulas[0](layer, x), "torch": formulas[1](layer, x)}
     case = f"{kind}(x), x stored ({', '.join(names[axis] for axis in stored)})"
     return _measure("layouts", case, x, "", contenders, floor, settings)
 
