@@ -22,7 +22,7 @@ from ._kernels import absolute_direct, absolute_forward, absolute_table
 from ._views import grown_copy, run_forward
 from .frequencies import frequency_bands
 
-__all__ = ["AbsolutePE", "add_embeddings"]
+__all__ = ["AbsolutePE", "add_embeddings", "remember_sum", "remembered_sum"]
 
 _TABLE_DTYPE = np.dtype(np.float32)
 
@@ -153,27 +153,11 @@ class AbsolutePE:
             "Sequence length exceeds maximum length"; a bad ``out``.
         """
         if type(x) is np.ndarray and type(offset) is int:
-            if batch_first is False:
-                y = self._direct.call(x, out, offset)
-                if y is not None:
-                    return y
-            elif batch_first is True and x.ndim == 3 and _plain(out):
-                view, out_view = _julia_axes(x, out, batch_first)
-                y = self._direct.call(view, out_view, offset)
-                if y is not None:  # the caller's out (x itself in place), or a new output
-                    return y.transpose(2, 0, 1) if out is None else out
+            y = remembered_sum(self._direct, x, out, offset, batch_first)
+            if y is not None:
+                return y
         y = add_embeddings(self.embeddings, x, out, offset, batch_first, self._position_major)
-        if type(x) is np.ndarray and (batch_first is False or batch_first is True):
-            by_position = self._by_position  # the checks kept x itself if its dtype is native
-            view, y_view = _julia_axes(x, y, batch_first)
-            native = x.dtype.isnative and x.dtype != np.float16
-            if by_position is not None and y_view is not None and native:
-                self._direct.remember(
-                    view,
-                    y_view,
-                    by_position.shape[1] - view.shape[0],
-                    lambda kernel_x, kernel_out: absolute_direct(kernel_x, kernel_out, by_position),
-                )
+        remember_sum(self._direct, self._by_position, x, y, batch_first)
         return y
 
     def _position_major(self, stop: int) -> np.ndarray:
@@ -186,9 +170,55 @@ class AbsolutePE:
         return f"AbsolutePE(embedding_size={self.embedding_size}, max_length={self.max_length})"
 
 
-def _plain(out: Any) -> bool:
-    """Whether ``out`` is None or a 3-D ndarray (what ``_julia_axes`` can view)."""
-    return out is None or (type(out) is np.ndarray and out.ndim == 3)
+def remembered_sum(
+    direct: DirectCalls, x: np.ndarray, out: np.ndarray | None, offset: int, batch_first: Any
+) -> np.ndarray | None:
+    """``x + table`` by a call ``direct`` remembers (a decoding step), or None
+    where it has none: the fast path of every additive encoding's call, for
+    an ndarray ``x`` and an integer ``offset``.  Batch-first steps are
+    remembered as the (seq, features, batch) views they are."""
+    if batch_first is False:
+        return direct.call(x, out, offset)
+    if batch_first is True and x.ndim == 3 and (out is None or _three_d(out)):
+        view, out_view = _julia_axes(x, out, batch_first)
+        y = direct.call(view, out_view, offset)
+        if y is not None:  # the caller's out (x itself in place), or a new output
+            return y.transpose(2, 0, 1) if out is None else out
+    return None
+
+
+def remember_sum(
+    direct: DirectCalls,
+    by_position: np.ndarray | None,
+    x: Any,
+    y: np.ndarray,
+    batch_first: Any,
+) -> None:
+    """After ``y = add_embeddings(...)`` of ``x`` (checked), have ``direct``
+    remember its loop for the next call of the same layout
+    (``remembered_sum``).  ``by_position`` is the table in F order
+    (features, positions) that decoding loops read, or None where there is
+    none yet (no such call was checked); only native float tables are read
+    by a remembered loop."""
+    if type(x) is not np.ndarray or type(by_position) is not np.ndarray:
+        return
+    if by_position.dtype != np.float32 and by_position.dtype != np.float64:
+        return
+    if not (batch_first is False or batch_first is True):
+        return
+    view, y_view = _julia_axes(x, y, batch_first)  # the checks ran on x itself if native
+    if y_view is not None and x.dtype.isnative and x.dtype != np.float16:
+        direct.remember(
+            view,
+            y_view,
+            by_position.shape[1] - view.shape[0],
+            lambda kernel_x, kernel_out: absolute_direct(kernel_x, kernel_out, by_position),
+        )
+
+
+def _three_d(out: Any) -> bool:
+    """Whether ``out`` is a 3-D ndarray (what ``_julia_axes`` can view)."""
+    return type(out) is np.ndarray and out.ndim == 3
 
 
 def _julia_axes(

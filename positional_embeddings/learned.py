@@ -16,7 +16,8 @@ from ._checks import (
     plain_array,
     resolve_positions,
 )
-from .absolute import add_embeddings
+from ._direct import DirectCalls
+from .absolute import add_embeddings, remember_sum, remembered_sum
 
 __all__ = ["LearnedPE"]
 
@@ -44,7 +45,8 @@ class LearnedPE:
     Attributes
     ----------
     embeddings : numpy.ndarray
-        Shape ``(max_length, embedding_size)``, writeable: train it in place.
+        Shape ``(max_length, embedding_size)``, writeable: train it in place
+        (calls read it as it is then), or assign another array.
     max_length, embedding_size : int
 
     Examples
@@ -59,7 +61,7 @@ class LearnedPE:
     (32.0, 0.0)
     """
 
-    __slots__ = ("embedding_size", "embeddings", "max_length")
+    __slots__ = ("_direct", "_direct_for", "embedding_size", "embeddings", "max_length")
 
     def __init__(
         self,
@@ -102,6 +104,12 @@ class LearnedPE:
     def _set(self, table: np.ndarray) -> None:
         self.embeddings = table
         self.max_length, self.embedding_size = table.shape
+        self._remember_for(table)
+
+    def _remember_for(self, table: np.ndarray) -> None:
+        """Forget the remembered calls: the next ones read ``table`` as it is laid out now."""
+        self._direct = DirectCalls()
+        self._direct_for = (table, _layout(table))
 
     def __call__(
         self,
@@ -116,7 +124,17 @@ class LearnedPE:
         ``batch_first=True`` takes (batch, seq_len, embedding_size).  ``out``
         and the dtype rules are those of :meth:`AbsolutePE.__call__`.
         """
-        return add_embeddings(self.embeddings.T, x, out, offset, batch_first)
+        table = self.embeddings
+        kept, layout = self._direct_for
+        if table is not kept or _layout(table) != layout:  # the calls kept read the old table
+            self._remember_for(table)
+        elif type(x) is np.ndarray and type(offset) is int:
+            y = remembered_sum(self._direct, x, out, offset, batch_first)
+            if y is not None:
+                return y
+        y = add_embeddings(table.T, x, out, offset, batch_first)
+        remember_sum(self._direct, table.T, x, y, batch_first)
+        return y
 
     def backward(
         self, dy: Any, *, offset: int = 0, batch_first: bool = False
@@ -144,3 +162,8 @@ class LearnedPE:
 
     def __repr__(self) -> str:
         return f"LearnedPE(max_length={self.max_length}, embedding_size={self.embedding_size})"
+
+
+def _layout(table: np.ndarray) -> tuple[Any, ...]:
+    """What a remembered call fixes of the table it reads, besides its memory."""
+    return table.shape, table.strides, table.dtype

@@ -10,7 +10,12 @@ import pytest
 from positional_embeddings import AbsolutePE, RoPE, _kernels, absolute
 
 import reference
-from comparisons import assert_bitwise_equal, assert_every_way_of_writing, ulp_distance
+from comparisons import (
+    assert_bitwise_equal,
+    assert_every_way_of_writing,
+    refuse_checked_path,
+    ulp_distance,
+)
 from test_rope import INPUT_DTYPES, layouts, sample
 
 
@@ -233,15 +238,10 @@ def test_decoding_steps_of_more_than_three_dims_take_the_direct_path(monkeypatch
         return reference.absolute_apply(x, pe.embeddings[:, position : position + 1])
 
     assert_every_way_of_writing(partial(pe, offset=39), x, expected(39))  # the whole table
-    monkeypatch.setattr(absolute, "add_embeddings", _refuse)
+    monkeypatch.setattr(absolute, "add_embeddings", refuse_checked_path)
     for position in (7, 0, 38):
         assert_every_way_of_writing(partial(pe, offset=position), x, expected(position))
         assert pe(x, offset=position).flags[f"{order}_CONTIGUOUS"]
-
-
-def _refuse(*args, **kwargs):
-    """Stands in for the checked path where a test expects none."""
-    raise AssertionError("took the checked path")
 
 
 @pytest.mark.parametrize("order", ["C", "F"])
@@ -260,7 +260,7 @@ def test_batch_first_decoding_steps_take_the_direct_path(monkeypatch, order):
     step = partial(pe, batch_first=True)
     assert_every_way_of_writing(partial(step, offset=39), x, expected(39))  # the whole table
     checked = absolute.add_embeddings
-    monkeypatch.setattr(absolute, "add_embeddings", _refuse)
+    monkeypatch.setattr(absolute, "add_embeddings", refuse_checked_path)
     for position in (7, 0, 38):
         assert_every_way_of_writing(partial(step, offset=position), x, expected(position))
         assert step(x, offset=position).flags[f"{order}_CONTIGUOUS"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import numpy as np
 import pytest
@@ -12,12 +13,13 @@ from positional_embeddings import (
     RelativePE,
     alibi_bias,
     alibi_slopes,
+    learned,
     relative_position_index,
     t5_relative_position_bucket,
 )
 
 import reference
-from comparisons import assert_bitwise_equal
+from comparisons import assert_bitwise_equal, assert_every_way_of_writing, refuse_checked_path
 from test_rope import INPUT_DTYPES, layouts, sample
 
 # --- learned -------------------------------------------------------------------------
@@ -43,6 +45,68 @@ def test_learned_initialisation_and_training_in_place():
     assert_bitwise_equal(LearnedPE(2000, 64, seed=0).embeddings, pe.embeddings)
     pe.embeddings[:] = 1.0
     assert pe(np.zeros((3, 64, 1), np.float32))[0, 0, 0] == 2.0 - 1.0
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("batch_first", [False, True])
+def test_learned_decoding_steps_take_the_direct_path(monkeypatch, order, batch_first):
+    """GPT-2's decoding loop: after a first checked call of each kind
+    (allocating, with ``out``, in place), steps of the same layout skip the
+    checks, with the same bits and outputs in ``x``'s memory order; a step
+    beyond the table still goes to the checks (which raise)."""
+    pe = LearnedPE(40, 16, seed=5)
+    x = np.asarray(sample((5, 1, 16) if batch_first else (1, 16, 5), np.float32, 6), order=order)
+
+    def expected(position):
+        row = pe.embeddings[position : position + 1].T
+        if batch_first:
+            return reference.absolute_apply(x.transpose(1, 2, 0), row).transpose(2, 0, 1)
+        return reference.absolute_apply(x, row)
+
+    step = partial(pe, batch_first=batch_first)
+    assert_every_way_of_writing(partial(step, offset=39), x, expected(39))
+    monkeypatch.setattr(learned, "add_embeddings", refuse_checked_path)
+    for position in (7, 0, 38):
+        assert_every_way_of_writing(partial(step, offset=position), x, expected(position))
+        assert step(x, offset=position).flags[f"{order}_CONTIGUOUS"]
+    with pytest.raises(AssertionError, match="checked path"):
+        step(x, offset=40)
+
+
+def test_learned_decoding_steps_read_the_table_as_it_is_now(monkeypatch):
+    """A remembered step reads the table trained in place; a table replaced,
+    or reshaped or retyped in place, is checked again (and remembered anew)."""
+    checked = []
+    add = learned.add_embeddings
+    monkeypatch.setattr(learned, "add_embeddings", lambda *a: checked.append(1) or add(*a))
+    pe = LearnedPE(40, 16, seed=7)
+    x = sample((1, 16, 5), np.float32, seed=8)
+
+    def steps(count):
+        """``count`` steps at position 3, each checked; how many went through the checks."""
+        before = len(checked)
+        for _ in range(count):
+            expected = reference.absolute_apply(x, pe.embeddings[3:4].T)
+            assert_bitwise_equal(pe(x, offset=3), expected)
+        return len(checked) - before
+
+    assert steps(3) == 1
+    pe.embeddings *= 2  # trained in place
+    assert steps(2) == 0
+    pe.embeddings = pe.embeddings[::-1]  # replaced by another array (a view)
+    assert steps(2) == 1
+    pe.embeddings = pe.embeddings.astype(np.float64)
+    assert steps(2) == 1
+    pe.embeddings.dtype = np.float32  # the same memory read as twice the channels
+    with pytest.raises(ValueError, match="expected 32, got 16"):
+        pe(x, offset=3)
+    pe.embeddings.dtype = np.float64
+    assert steps(2) == 1
+    pe.embeddings = np.rint(pe.embeddings * 100).astype(np.int64)  # promoted, never remembered
+    assert steps(2) == 2
+    pe.embeddings.shape = (20, 32)  # the same memory as 32 channels
+    with pytest.raises(ValueError, match="expected 32, got 16"):
+        pe(x, offset=3)
 
 
 def test_learned_backward():

@@ -130,6 +130,7 @@ def test_used_encodings_pickle_and_copy():
         (pe, lambda p: p(batch_last, offset=2)),
         (pe, lambda p: p(decode.transpose(1, 0, 2), offset=9)),  # remembers its loop
         (learned, lambda layer: layer(batch_last[:, :, :2])),
+        (learned, lambda layer: layer(decode.transpose(1, 0, 2), offset=9)),  # remembers too
         (relative, lambda layer: layer(5, 6)),
     ]
     for layer, call in calls:
