@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 from pathlib import Path
 
@@ -90,3 +91,19 @@ def test_kv_cache_claim_directly():
     keys = np.random.default_rng(0).standard_normal((64, 12, 8)).astype(np.float32)
     steps = [rope(keys[:, p : p + 1], offset=p) for p in range(12)]
     np.testing.assert_array_equal(np.concatenate(steps, axis=1), rope(keys))
+
+
+def test_every_example_is_shown_in_the_docs():
+    """Each example file reaches the site through a snippet line that
+    pymdownx.snippets reads (``--8<-- "path"``); a line mangled by a code
+    formatter (``--8 < --"path"``) is shown as text instead, and the build
+    does not notice."""
+    docs = EXAMPLES.parent
+    text = "\n".join(page.read_text(encoding="utf-8") for page in docs.glob("*.md"))
+    snippet_like = re.findall(r"^-+\s*8\s*<.*$", text, flags=re.M)
+    included = re.findall(r'^--8<-- "([^"]+)"$', text, flags=re.M)
+    assert len(included) == len(snippet_like), snippet_like
+    for path in included:  # docs/generated is written when the site is built
+        assert path.startswith("docs/generated/") or (docs.parent / path).is_file(), path
+    for example in EXAMPLES.glob("*.py"):
+        assert f"docs/examples/{example.name}" in included, example.name
