@@ -61,7 +61,7 @@ class LearnedPE:
     (32.0, 0.0)
     """
 
-    __slots__ = ("_direct", "_direct_for", "embedding_size", "embeddings", "max_length")
+    __slots__ = ("_direct", "_direct_layout", "_embeddings")
 
     def __init__(
         self,
@@ -79,12 +79,27 @@ class LearnedPE:
             raise ValueError(f"std must be >= 0, got {std}")
         dtype = as_float_dtype(dtype, "dtype", float16=False)
         rng = np.random.default_rng(seed)
-        table = rng.normal(0.0, std, size=(max_length, embedding_size)).astype(dtype)
-        self._set(table)
+        self.embeddings = rng.normal(0.0, std, size=(max_length, embedding_size)).astype(dtype)
 
     @classmethod
     def from_table(cls, embeddings: Any) -> LearnedPE:
         """A LearnedPE holding ``embeddings`` (max_length, embedding_size) itself, not a copy."""
+        pe = cls.__new__(cls)
+        pe.embeddings = embeddings
+        return pe
+
+    @property
+    def embeddings(self) -> np.ndarray:
+        """The table itself, (max_length, embedding_size) float32 or float64.
+
+        Assigning another array takes the checks of :meth:`from_table` and
+        holds that array, not a copy; ``max_length`` and ``embedding_size``
+        follow it.
+        """
+        return self._embeddings
+
+    @embeddings.setter
+    def embeddings(self, embeddings: Any) -> None:
         table = plain_array(embeddings, "embeddings")
         as_float_dtype(table.dtype, "the dtype of embeddings", float16=False)
         if not table.dtype.isnative:
@@ -97,19 +112,24 @@ class LearnedPE:
             raise ValueError(
                 f"embeddings must be (max_length, embedding_size), got shape {table.shape}"
             )
-        pe = cls.__new__(cls)
-        pe._set(table)
-        return pe
+        if table is not getattr(self, "_embeddings", None):  # not ``pe.embeddings -= ...``
+            self._embeddings = table
+            self._remember_for(table)
 
-    def _set(self, table: np.ndarray) -> None:
-        self.embeddings = table
-        self.max_length, self.embedding_size = table.shape
-        self._remember_for(table)
+    @property
+    def max_length(self) -> int:
+        """Rows of the table the layer holds now."""
+        return int(self._embeddings.shape[0])
+
+    @property
+    def embedding_size(self) -> int:
+        """Columns of the table the layer holds now."""
+        return int(self._embeddings.shape[1])
 
     def _remember_for(self, table: np.ndarray) -> None:
         """Forget the remembered calls: the next ones read ``table`` as it is laid out now."""
         self._direct = DirectCalls()
-        self._direct_for = (table, _layout(table))
+        self._direct_layout = _layout(table)
 
     def __call__(
         self,
@@ -124,9 +144,8 @@ class LearnedPE:
         ``batch_first=True`` takes (batch, seq_len, embedding_size).  ``out``
         and the dtype rules are those of :meth:`AbsolutePE.__call__`.
         """
-        table = self.embeddings
-        kept, layout = self._direct_for
-        if table is not kept or _layout(table) != layout:  # the calls kept read the old table
+        table = self._embeddings
+        if _layout(table) != self._direct_layout:  # retyped or reshaped in place
             self._remember_for(table)
         elif type(x) is np.ndarray and type(offset) is int:
             y = remembered_sum(self._direct, x, out, offset, batch_first)

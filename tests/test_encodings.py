@@ -102,8 +102,9 @@ def test_learned_decoding_steps_read_the_table_as_it_is_now(monkeypatch):
         pe(x, offset=3)
     pe.embeddings.dtype = np.float64
     assert steps(2) == 1
-    pe.embeddings = np.rint(pe.embeddings * 100).astype(np.int64)  # promoted, never remembered
+    pe.embeddings.dtype = np.int64  # read as integers in place: promoted, never remembered
     assert steps(2) == 2
+    pe.embeddings.dtype = np.float64
     pe.embeddings.shape = (20, 32)  # the same memory as 32 channels
     with pytest.raises(ValueError, match="expected 32, got 16"):
         pe(x, offset=3)
@@ -141,6 +142,38 @@ def test_learned_errors():
         LearnedPE.from_table(np.zeros(4))
     table = np.ones((3, 2))
     assert LearnedPE.from_table(table).embeddings is table
+
+
+def test_learned_table_assigned_is_checked_and_sizes_follow_it():
+    """``pe.embeddings = table`` takes the same checks as ``from_table`` and
+    holds the array itself; ``max_length`` and ``embedding_size`` (and the
+    backward pass's checks) follow the table the layer holds."""
+    pe = LearnedPE(40, 16, seed=3)
+    longer = np.arange(80.0 * 8).reshape(80, 8)
+    pe.embeddings = longer
+    assert pe.embeddings is longer
+    assert (pe.max_length, pe.embedding_size) == (80, 8)
+    assert repr(pe) == "LearnedPE(max_length=80, embedding_size=8)"
+    dy = np.random.default_rng(4).standard_normal((2, 8, 3))
+    dx, dtable = pe.backward(dy, offset=70)
+    assert_bitwise_equal(dx, dy)
+    assert dtable.shape == (80, 8)
+    assert_bitwise_equal(dtable[70:72], dy.sum(axis=2))
+    pe.embeddings = longer[:20]
+    with pytest.raises(ValueError, match="exceeds maximum length"):
+        pe.backward(dy, offset=70)
+    with pytest.raises(ValueError, match="exceeds maximum length"):
+        pe(dy, offset=70)
+    for bad, error, match in [
+        (np.zeros((4, 2), np.int64), TypeError, "the dtype of embeddings must be np.float32 or"),
+        (np.zeros(4), ValueError, "must be \\(max_length, embedding_size\\), got shape \\(4,\\)"),
+        (np.zeros((4, 2), ">f8"), TypeError, "byte order"),
+    ]:
+        with pytest.raises(error, match=match):
+            pe.embeddings = bad
+        assert pe.embeddings.shape == (20, 8)  # kept
+    with pytest.raises(AttributeError):
+        pe.max_length = 5
 
 
 # --- relative (Shaw) -----------------------------------------------------------------
