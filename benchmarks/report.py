@@ -26,6 +26,7 @@ __all__ = [
     "format_markdown",
     "format_summary",
     "format_text",
+    "last_level_cache",
     "machine",
     "replace_summary",
     "to_json",
@@ -64,8 +65,30 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+_CPU_CACHES = Path("/sys/devices/system/cpu/cpu0/cache")
+
+
+def last_level_cache(caches: Path = _CPU_CACHES) -> str | None:
+    """The largest cache of CPU 0 as Linux describes it (such as ``L3 32 MiB``),
+    or None where it does not.  Which rows fit in it changes their ratios:
+    the machines here have had 32 MiB and 260 MiB."""
+    units = {"K": 1, "M": 1 << 10, "G": 1 << 20}
+    found = []
+    for index in caches.glob("index*"):
+        try:
+            level, size = int((index / "level").read_text()), (index / "size").read_text().strip()
+            found.append((level, int(size[:-1]) * units[size[-1]] if size[-1] in units else 0))
+        except (OSError, ValueError):
+            continue
+    if not found:
+        return None
+    level, kib = max(found)
+    return f"L{level} {kib >> 10} MiB" if kib >= 1 << 10 else f"L{level} {kib} KiB"
+
+
 def machine() -> dict[str, Any]:
-    """Where the run happened: CPU, CPUs usable, and the versions that matter."""
+    """Where the run happened: CPU, CPUs usable, the last-level cache, and the
+    versions that matter."""
     try:
         cpus = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
@@ -73,6 +96,7 @@ def machine() -> dict[str, Any]:
     return {
         "cpu": _cpu_model(),
         "cpus": cpus,
+        "last_level_cache": last_level_cache(),
         "python": platform.python_version(),
         "numpy": np.__version__,
         "numba": numba.__version__,
@@ -86,7 +110,8 @@ def _machine_line(info: dict[str, Any]) -> str:
         f"{name} {info[name]}" for name in ("python", "numpy", "numba", "positional_embeddings")
     )
     torch_text = f"torch {info['torch']}" if info["torch"] else "no torch"
-    return f"{info['cpu']}, {info['cpus']} CPUs; {versions}, {torch_text}"
+    cache = f", {info['last_level_cache']} cache" if info.get("last_level_cache") else ""
+    return f"{info['cpu']}, {info['cpus']} CPUs{cache}; {versions}, {torch_text}"
 
 
 def _time(seconds: float) -> str:

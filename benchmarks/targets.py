@@ -57,9 +57,10 @@ def describe(row: Row) -> str:
 
 _BEYOND_CACHES = 64 << 20
 """Input bytes from which a row counts as "well beyond the caches" for the
-copy-floor targets: twice the development machine's 32 MiB last-level
-cache (the issue's examples are 128 MB; the 64 MiB LLaMA-like (128, 4096,
-32) float32 is in).  Smaller rows (the Julia docs' 6.5 MB shapes) are in
+copy-floor targets: twice the 32 MiB last-level cache of the machine the
+targets were first measured on (the issue's examples are 128 MB; the 64 MiB
+LLaMA-like (128, 4096, 32) float32 is in).  The table's machine line names
+the cache of the machine it was measured on.  Smaller rows (the Julia docs' 6.5 MB shapes) are in
 the table, judged by no target: their floor is a copy within the cache."""
 
 

@@ -22,6 +22,7 @@ from benchmarks.report import (
     README_START,
     format_summary,
     format_text,
+    last_level_cache,
     machine,
     replace_summary,
 )
@@ -156,3 +157,16 @@ def test_the_readme_option_wants_a_full_run_and_a_file_with_markers(
     assert main(["--readme", str(unmarked)]) == 2  # before any case runs
     assert "benchmark summary: start" in capsys.readouterr().err
     assert unmarked.read_text(encoding="utf-8") == "# no summary here\n"
+
+
+def test_the_machine_line_names_the_largest_cache(tmp_path: Path) -> None:
+    """Linux's description of CPU 0's caches: the highest level is named,
+    in MiB; no description, no cache named."""
+    for index, (level, size) in enumerate([(1, "48K"), (2, "2048K"), (3, "266240K")]):
+        (tmp_path / f"index{index}").mkdir()
+        (tmp_path / f"index{index}" / "level").write_text(f"{level}\n")
+        (tmp_path / f"index{index}" / "size").write_text(f"{size}\n")
+    assert last_level_cache(tmp_path) == "L3 260 MiB"
+    assert last_level_cache(tmp_path / "absent") is None
+    info = {**machine(), "last_level_cache": "L3 260 MiB"}
+    assert "2 CPUs, L3 260 MiB cache;" in format_text([], [], {**info, "cpus": 2})
