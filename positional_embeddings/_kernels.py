@@ -522,37 +522,19 @@ def _pass_through_row(x, out, s):  # type: ignore[no-untyped-def]
         out[last, s, b] = _pass_through(x[last, s, b], out)
 
 
-_COLUMN_GROUP = 4
-"""Batch columns that the RoPE loop in Julia's order rotates side by side,
-one position at a time, so that the tables' column at a position is read
-once for all of them (see docs/performance.md: with ``out=``, long arrays
-took 1.2-1.4x the time column after column; groups of 2 and 16 were slower
-than 4 and 8)."""
-
-
 @numba.njit(**JIT)
 def _rope_inner_head(x, out, cos, sin, pairing, shared, positions, start, stop):  # type: ignore[no-untyped-def]
-    """RoPE with the head axis innermost (F order); outer range over (batch,
-    seq), batch-major.  Columns go in groups of ``_COLUMN_GROUP`` batch
-    indices, the highest group first; each group walks down its positions
-    in blocks, and rotates all of its columns at a position in turn."""
+    """RoPE with the head axis innermost (F order); outer range over (batch, seq)."""
     out = _written(x, out)
     head, seq, batch = x.shape
-    rows = _rows(start, stop, seq)
-    groups = (len(rows) + _COLUMN_GROUP - 1) // _COLUMN_GROUP
-    for g in range(groups - 1, -1, -1):
-        b0 = rows.start + g * _COLUMN_GROUP
-        b1 = min(b0 + _COLUMN_GROUP, rows.stop)
-        lo, hi = max(start - (b1 - 1) * seq, 0), min(stop - b0 * seq, seq)
-        count, size = _blocks_down(lo, hi, seq * batch, (b1 - b0) * out.nbytes)
-        for k in range(count):
-            block_lo, block_hi = _block_down(lo, hi, size, k)
-            for s in range(block_lo, block_hi):
-                for b in range(b0, b1):
-                    if start <= b * seq + s < stop:
-                        _rotate_column(x, out, cos, sin, pairing, shared, positions, s, b)
-                        if head % 2:
-                            out[head - 1, s, b] = _pass_through(x[head - 1, s, b], out)
+    count, size = _blocks_down(start, stop, seq * batch, out.nbytes)
+    for k in range(count):
+        lo, hi = _block_down(start, stop, size, k)
+        for b in _rows(lo, hi, seq):
+            for s in _columns(lo, hi, seq, b):
+                _rotate_column(x, out, cos, sin, pairing, shared, positions, s, b)
+                if head % 2:
+                    out[head - 1, s, b] = _pass_through(x[head - 1, s, b], out)
 
 
 @numba.njit(**JIT)

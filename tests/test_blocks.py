@@ -86,22 +86,3 @@ def test_loops_walking_down_give_the_bits_of_short_calls(monkeypatch, threads, c
     assert_bitwise_equal(x, before)
     assert layer(x, out=x, **kw) is x
     assert_bitwise_equal(x, expected)
-
-
-@given(seq=st.integers(1, 30), batch=st.integers(1, 11), data=st.data())
-def test_grouped_columns_rotate_each_column_of_the_range_once(seq, batch, data):
-    """The F-order RoPE loop, which rotates batch columns in groups of
-    ``_COLUMN_GROUP`` position by position, rotates every column of its flat
-    (batch-major) range once and no other: in place, a column rotated twice
-    or missed would differ from one rotation."""
-    start = data.draw(st.integers(0, seq * batch), label="start")
-    stop = data.draw(st.integers(start, seq * batch), label="stop")
-    rope = RoPE(6, 40)
-    x = np.asfortranarray(np.random.default_rng(seq * batch).standard_normal((6, seq, batch)))
-    before, rotated = x.copy(order="F"), rope(x)
-    units = np.zeros(seq * batch, bool)
-    units[start:stop] = True
-    in_range = units.reshape(batch, seq).T  # unit b * seq + s is column (s, b)
-    cos, sin = rope._kernel_tables
-    _kernels._rope_inner_head(x, None, cos, sin, rope._pairing, rope._shared, 0, start, stop)
-    assert_bitwise_equal(x, np.where(in_range, rotated, before))
