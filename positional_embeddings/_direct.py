@@ -31,14 +31,21 @@ class DirectCalls:
     the third on merge into one without copying (``merged``): the remembered
     call runs on such 3-D views.
 
+    A layout that no call can be remembered for (its loop reads other
+    tables, or ``out`` is not laid out as a new output) is remembered as
+    such: finding that out takes two probe arrays of the output's size and
+    tens of microseconds, which a repeated large call would otherwise pay
+    every time (~40 us of a 300 us call on 8 MB).
+
     Pickles and copies as an empty record (compiled calls cannot be pickled;
     the copy remembers its own as it is used).
     """
 
-    __slots__ = ("_records",)
+    __slots__ = ("_records", "_refused")
 
     def __init__(self) -> None:
         self._records: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        self._refused: set[tuple[Any, ...]] = set()
 
     def __reduce__(self) -> tuple[type[DirectCalls], tuple[()]]:
         return DirectCalls, ()
@@ -100,7 +107,8 @@ class DirectCalls:
         ``find`` costs tens of microseconds (Numba's ``typeof`` of each
         argument), so it is not asked again while a record for such calls
         covers ``last``, nor for an ``out`` that is another view of ``x``'s
-        elements (written in place, but never accepted by ``call``).
+        elements (written in place, but never accepted by ``call``), nor
+        for layouts of ``x`` and ``out`` refused before.
         """
         in_place = out is x  # the loop compiled to write into x (see run_forward)
         key: tuple[Any, ...] = (x.shape, x.strides, x.dtype, in_place)
@@ -111,28 +119,50 @@ class DirectCalls:
             return
         if not in_place and may_share(x, out):
             return
+        layouts = (key, out.strides, out.dtype)
+        if layouts in self._refused:
+            return
+        found = self._find(x, out, in_place, find)
+        if found is None:
+            if len(self._refused) >= _MOST_LAYOUTS:
+                self._refused.clear()
+            self._refused.add(layouts)
+            return
+        if len(self._records) >= _MOST_LAYOUTS:
+            self._records.clear()
+        order, entry, args, length = found
+        layout = (x.shape, out.strides, out.dtype)
+        self._records[key] = (order, out.dtype, layout, last, entry, args, length)
+
+    @staticmethod
+    def _find(
+        x: np.ndarray,
+        out: np.ndarray,
+        in_place: bool,
+        find: Callable[[np.ndarray, np.ndarray | None], Direct | None],
+    ) -> tuple[Literal["C", "F"], Callable[..., None], tuple[Any, ...], int] | None:
+        """The memory order of a new output and the loop to remember for
+        ``x`` into ``out`` (``remember``'s arguments), or None where ``out``
+        is not laid out as a new output would be or ``find`` finds none."""
         order: Literal["C", "F"] = "C" if out.flags.c_contiguous else "F"
         fresh = np.empty(x.shape, out.dtype, order)  # what an allocating call writes
         for new in (fresh, np.empty_like(x, out.dtype, "K")):
             if not _same_steps(out, new):
-                return
+                return None
         views: tuple[np.ndarray, ...] = (x, out)
         merge: Literal["C", "F"] | None = None
         if x.ndim > 3:
             found_views = merged(x, out, fresh)
             if found_views is None:
-                return
+                return None
             views, merge = found_views
         found = find(views[0], None if in_place else views[1])
         if found is None:
-            return
-        if len(self._records) >= _MOST_LAYOUTS:
-            self._records.clear()
+            return None
         entry, args, length = found
         if merge is not None:
             entry = _on_views(entry, views[0].shape, merge)
-        layout = (x.shape, out.strides, out.dtype)
-        self._records[key] = (order, out.dtype, layout, last, entry, args, length)
+        return order, entry, args, length
 
 
 def _on_views(

@@ -7,10 +7,15 @@ from functools import partial
 import numpy as np
 import pytest
 
-from positional_embeddings import RoPE, _kernels, neg_half
+from positional_embeddings import AbsolutePE, RoPE, _direct, _kernels, neg_half
+from positional_embeddings import rope as rope_module
 
 import reference
-from comparisons import assert_bitwise_equal, assert_every_way_of_writing, ulp_distance
+from comparisons import (
+    assert_bitwise_equal,
+    assert_every_way_of_writing,
+    ulp_distance,
+)
 
 FLOATS = [np.float16, np.float32, np.float64]
 INPUT_DTYPES = [np.float16, np.float32, np.float64, np.int64, np.int8, np.uint8, np.bool_]
@@ -431,6 +436,40 @@ def test_repeated_calls_take_the_direct_path_with_the_same_results():
     in_place = x.copy()
     assert rope(in_place, out=in_place, offset=5) is in_place
     assert_bitwise_equal(in_place, full[:, 5:6])
+
+
+def test_layouts_never_remembered_are_not_probed_at_every_call(monkeypatch):
+    """Layouts that no call is remembered for (Hugging Face's queries reversed
+    to Julia's axes, whose loop runs on exchanged views; AbsolutePE over more
+    positions than a decoding step; an ``out`` not laid out as a new output)
+    are found out at their first call: later calls of them neither probe
+    ``out``'s layout (two arrays of its size) nor search for a loop, and
+    give the same bits."""
+    probes, searches = [], []
+    same_steps, rope_direct = _direct._same_steps, rope_module.rope_direct
+    monkeypatch.setattr(_direct, "_same_steps", lambda *a: probes.append(a) or same_steps(*a))
+    monkeypatch.setattr(
+        rope_module, "rope_direct", lambda *a: searches.append(a) or rope_direct(*a)
+    )
+    rope, pe = RoPE(8, 40), AbsolutePE(8, 40)
+    values = sample((8, 30, 5), np.float32, seed=44)
+    hugging_face = stored(values, (1, 2, 0))  # (seq, heads, head) in memory
+    expected = reference.rope_apply(values, rope.cos_cached[:, :30], rope.sin_cached[:, :30])
+    strided_out = np.empty((8, 30, 10), np.float32)[:, :, ::2]
+    positions = sample((30, 8, 5), np.float32, seed=45)
+    added = reference.absolute_apply(positions, pe.embeddings[:, :30])
+    calls = [
+        (partial(rope, hugging_face), expected),
+        (partial(rope, values, out=strided_out), expected),
+        (partial(pe, positions), added),
+    ]
+    for call, result in calls:
+        assert_bitwise_equal(call(), result)
+    first = len(probes), len(searches)
+    for _ in range(3):
+        for call, result in calls:
+            assert_bitwise_equal(call(), result)
+    assert (len(probes), len(searches)) == first
 
 
 def _decoding_step(layout: str) -> np.ndarray:
