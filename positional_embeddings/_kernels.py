@@ -792,21 +792,22 @@ def rope_direct(
     ``out`` with ``positions`` (an offset, or ids of that type and layout),
     as ``(entry, args, length)``: ``entry(x, out, *args, positions, 0,
     length)`` is that call for any arrays of the same types (``args`` are
-    the tables, ``pairing`` and ``shared``).  None where the call needs
-    threads, reads the tables along positions, runs on views with the seq
-    and batch axes exchanged (``_columns_by_batch``) or has not been
-    compiled yet.
+    the tables, ``pairing`` and ``shared``), split over threads as
+    ``rope_forward`` splits it.  None where the call reads the tables along
+    positions, runs on views with the seq and batch axes exchanged
+    (``_columns_by_batch``) or has not been compiled yet.
 
-    Repeated small calls (decoding one token at a time) then skip the loop
-    choice and Numba's type dispatch.
+    Repeated calls of one layout (decoding one token at a time, a model's
+    forward pass on same-shaped batches) then skip the loop choice and
+    Numba's type dispatch.
     """
-    traffic = _traffic(x, out)
-    if not _parallel.serial(traffic) or _batch_inside_columns(x):
+    if _batch_inside_columns(x):
         return None
+    traffic = _traffic(x, out)
     kernel, length = _rope_loop(x, positions, traffic)
     if kernel is _rope_inner_seq:  # reads other tables (``rope_forward``)
         return None
-    return _compiled(kernel, x, out, (cos, sin, pairing, shared), positions, length)
+    return _compiled(kernel, x, out, (cos, sin, pairing, shared), positions, length, traffic)
 
 
 def absolute_direct(
@@ -819,7 +820,8 @@ def absolute_direct(
     few = _absolute_few(x, _smallest_stride(x), traffic)
     if few is None:
         return None
-    return _compiled(_absolute_few_positions, x, out, (by_position.T, few), 0, x.shape[0])
+    args = (by_position.T, few)
+    return _compiled(_absolute_few_positions, x, out, args, 0, x.shape[0], traffic)
 
 
 @numba.njit(**JIT)
@@ -841,13 +843,28 @@ def _compiled(
     args: tuple[Any, ...],
     positions: int | np.ndarray,
     length: int,
+    traffic: int,
 ) -> Direct | None:
     """``kernel``'s compiled entry for these arguments (``positions`` and a
-    range stand for any of their types), without Numba's type dispatch; None
-    if not compiled."""
+    range stand for any of their types), without Numba's type dispatch; for
+    a call of ``traffic`` bytes that ``run_ranges`` splits over threads, an
+    entry that splits its range the same way.  None if not compiled."""
     arguments = (x, out, *args, positions, 0, length)
     compiled = kernel.overloads.get(tuple(kernel.typeof_pyval(a) for a in arguments))
-    return None if compiled is None else (compiled.entry_point, args, length)
+    if compiled is None:
+        return None
+    if _parallel.serial(traffic):
+        return compiled.entry_point, args, length
+    return _split(compiled.entry_point, traffic), args, length
+
+
+def _split(entry: Callable[..., None], traffic: int) -> Callable[..., None]:
+    """``entry(*arguments, 0, length)`` with its range split by ``run_ranges``."""
+
+    def split(*arguments: Any) -> None:
+        run_ranges(entry, arguments[-1], traffic, *arguments[:-2])
+
+    return split
 
 
 @numba.njit(**JIT)

@@ -7,13 +7,14 @@ from functools import partial
 import numpy as np
 import pytest
 
-from positional_embeddings import AbsolutePE, RoPE, _direct, _kernels, neg_half
+from positional_embeddings import AbsolutePE, RoPE, _direct, _kernels, _parallel, neg_half
 from positional_embeddings import rope as rope_module
 
 import reference
 from comparisons import (
     assert_bitwise_equal,
     assert_every_way_of_writing,
+    refuse_checked_path,
     ulp_distance,
 )
 
@@ -436,6 +437,56 @@ def test_repeated_calls_take_the_direct_path_with_the_same_results():
     in_place = x.copy()
     assert rope(in_place, out=in_place, offset=5) is in_place
     assert_bitwise_equal(in_place, full[:, 5:6])
+
+
+def _ranges_run(monkeypatch) -> list[list[tuple[int, int]]]:
+    """Split every call over two threads, and list, call by call, the ranges
+    its loop ran over."""
+    monkeypatch.setattr(_parallel, "_threads", 2)
+    monkeypatch.setattr(_parallel, "MIN_BYTES_PER_THREAD", 1)
+    calls: list[list[tuple[int, int]]] = []
+    run_ranges = _kernels.run_ranges
+
+    def spy(kernel, length, cost, *args):
+        ranges: list[tuple[int, int]] = []
+        calls.append(ranges)
+
+        def ran(*arguments):
+            ranges.append(arguments[-2:])
+            kernel(*arguments)
+
+        run_ranges(ran, length, cost, *args)
+
+    monkeypatch.setattr(_kernels, "run_ranges", spy)
+    return calls
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_repeated_calls_split_over_threads_take_the_direct_path(monkeypatch, order):
+    """Calls large enough to be split over threads are remembered too: after
+    a first checked call of each kind (allocating, ``out``, in place), later
+    ones skip the checks, still run over two ranges at once, and give the
+    same bits."""
+    calls = _ranges_run(monkeypatch)
+    rope = RoPE(8, 40)
+    x = np.asarray(sample((8, 30, 5), np.float32, seed=43), order=order)
+
+    def step(position: int):
+        columns = slice(position, position + 30)
+        return partial(rope, offset=position), reference.rope_apply(
+            x, rope.cos_cached[:, columns], rope.sin_cached[:, columns]
+        )
+
+    call, expected = step(10)
+    assert_every_way_of_writing(call, x, expected)  # checked, then remembered
+    monkeypatch.setattr(RoPE, "_apply", refuse_checked_path)
+    calls.clear()
+    for position in (0, 3, 10):
+        call, expected = step(position)
+        assert_every_way_of_writing(call, x, expected)
+    assert len(calls) == 9
+    for ranges in calls:
+        assert len(ranges) == 2 and ranges[0][0] == 0 and ranges[0][1] == ranges[1][0]
 
 
 def test_layouts_never_remembered_are_not_probed_at_every_call(monkeypatch):
