@@ -439,17 +439,18 @@ def test_repeated_calls_take_the_direct_path_with_the_same_results():
     assert_bitwise_equal(in_place, full[:, 5:6])
 
 
-def _ranges_run(monkeypatch) -> list[list[tuple[int, int]]]:
-    """Split every call over two threads, and list, call by call, the ranges
-    its loop ran over."""
+def _ranges_run(monkeypatch) -> list[tuple[int, list[tuple[int, int]]]]:
+    """Split every call over two threads, and list, call by call, the length
+    of its loop's range and the ranges it ran over (in the order they
+    started, which threads decide)."""
     monkeypatch.setattr(_parallel, "_threads", 2)
     monkeypatch.setattr(_parallel, "MIN_BYTES_PER_THREAD", 1)
-    calls: list[list[tuple[int, int]]] = []
+    calls: list[tuple[int, list[tuple[int, int]]]] = []
     run_ranges = _kernels.run_ranges
 
     def spy(kernel, length, cost, *args):
         ranges: list[tuple[int, int]] = []
-        calls.append(ranges)
+        calls.append((length, ranges))
 
         def ran(*arguments):
             ranges.append(arguments[-2:])
@@ -485,8 +486,9 @@ def test_repeated_calls_split_over_threads_take_the_direct_path(monkeypatch, ord
         call, expected = step(position)
         assert_every_way_of_writing(call, x, expected)
     assert len(calls) == 9
-    for ranges in calls:
-        assert len(ranges) == 2 and ranges[0][0] == 0 and ranges[0][1] == ranges[1][0]
+    for length, ranges in calls:
+        (start, middle), (resume, stop) = sorted(ranges)
+        assert (start, stop) == (0, length) and middle == resume
 
 
 def test_layouts_never_remembered_are_not_probed_at_every_call(monkeypatch):
