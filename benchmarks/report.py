@@ -77,8 +77,8 @@ def last_level_cache(caches: Path = _CPU_CACHES) -> str | None:
     for index in caches.glob("index*"):
         try:
             level, size = int((index / "level").read_text()), (index / "size").read_text().strip()
-            found.append((level, int(size[:-1]) * units[size[-1]] if size[-1] in units else 0))
-        except (OSError, ValueError):
+            found.append((level, int(size[:-1]) * units[size[-1:]]))
+        except (OSError, ValueError, KeyError):  # unreadable, or a size in no known unit
             continue
     if not found:
         return None

@@ -60,8 +60,9 @@ _BEYOND_CACHES = 64 << 20
 copy-floor targets: twice the 32 MiB last-level cache of the machine the
 targets were first measured on (the issue's examples are 128 MB; the 64 MiB
 LLaMA-like (128, 4096, 32) float32 is in).  The table's machine line names
-the cache of the machine it was measured on.  Smaller rows (the Julia docs' 6.5 MB shapes) are in
-the table, judged by no target: their floor is a copy within the cache."""
+the cache of the machine it was measured on.  Smaller rows (the Julia docs'
+6.5 MB shapes) are in the table, judged by no target: their floor is a copy
+within the cache."""
 
 
 def _beyond_caches(row: Row, groups: tuple[str, ...]) -> bool:

@@ -119,19 +119,18 @@ class DirectCalls:
             return
         if not in_place and may_share(x, out):
             return
-        layouts = (key, out.strides, out.dtype)
-        if layouts in self._refused:
+        layout = (x.shape, out.strides, out.dtype)
+        if (key, layout) in self._refused:
             return
         found = self._find(x, out, in_place, find)
         if found is None:
             if len(self._refused) >= _MOST_LAYOUTS:
                 self._refused.clear()
-            self._refused.add(layouts)
+            self._refused.add((key, layout))
             return
         if len(self._records) >= _MOST_LAYOUTS:
             self._records.clear()
         order, entry, args, length = found
-        layout = (x.shape, out.strides, out.dtype)
         self._records[key] = (order, out.dtype, layout, last, entry, args, length)
 
     @staticmethod

@@ -167,6 +167,10 @@ def test_the_machine_line_names_the_largest_cache(tmp_path: Path) -> None:
         (tmp_path / f"index{index}" / "level").write_text(f"{level}\n")
         (tmp_path / f"index{index}" / "size").write_text(f"{size}\n")
     assert last_level_cache(tmp_path) == "L3 260 MiB"
+    (tmp_path / "index3").mkdir()  # a level 4 whose size names no unit: not a size
+    (tmp_path / "index3" / "level").write_text("4\n")
+    (tmp_path / "index3" / "size").write_text("512\n")
+    assert last_level_cache(tmp_path) == "L3 260 MiB"
     assert last_level_cache(tmp_path / "absent") is None
     info = {**machine(), "last_level_cache": "L3 260 MiB"}
     assert "2 CPUs, L3 260 MiB cache;" in format_text([], [], {**info, "cpus": 2})
