@@ -13,7 +13,7 @@ from positional_embeddings.layouts import half_to_interleaved, interleaved_to_ha
 
 import reference
 from comparisons import assert_bitwise_equal, assert_every_way_of_writing, ulp_distance
-from test_rope import INPUT_DTYPES, layouts, sample, stored
+from test_rope import INPUT_DTYPES, layouts, runs_recorded, sample, stored
 
 # --- positions -----------------------------------------------------------------------
 
@@ -287,22 +287,6 @@ def test_absolute_channel_innermost_across_position_blocks(monkeypatch, threads)
             assert_bitwise_equal(x, before)
 
 
-def _loops_run(monkeypatch, threads: int) -> list[object]:
-    """Split calls over ``threads`` threads from the smallest size on (or never,
-    for one), and list the loops the calls run (``run_ranges``'s kernels)."""
-    monkeypatch.setattr(_parallel, "_threads", threads)
-    monkeypatch.setattr(_parallel, "MIN_BYTES_PER_THREAD", 1 if threads > 1 else 1 << 40)
-    loops: list[object] = []
-    run_ranges = _kernels.run_ranges
-
-    def spy(kernel, *args):
-        loops.append(kernel)
-        return run_ranges(kernel, *args)
-
-    monkeypatch.setattr(_kernels, "run_ranges", spy)
-    return loops
-
-
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("plane_elements", [None, 1000])
 def test_absolute_julia_order_in_planes(monkeypatch, threads, plane_elements):
@@ -316,7 +300,7 @@ def test_absolute_julia_order_in_planes(monkeypatch, threads, plane_elements):
     same bits."""
     if plane_elements is not None:  # groups of 10 channels at seq 100, 3 at seq 256
         monkeypatch.setattr(_kernels, "_PLANE_ELEMENTS", plane_elements)
-    loops = _loops_run(monkeypatch, threads)
+    runs = runs_recorded(monkeypatch, threads)
     pe = AbsolutePE(80, 400)
     planes, rows = _kernels._absolute_planes, _kernels._absolute_inner_seq
     for seq, offset, loop in ((256, 0, planes), (100, 37, planes), (257, 143, rows)):
@@ -326,14 +310,14 @@ def test_absolute_julia_order_in_planes(monkeypatch, threads, plane_elements):
             apart = np.asfortranarray(sample((seq, 80, 6), dtype, seed=seq))[:, :, ::2]
             for y in (x, apart):
                 before = y.copy()
-                loops.clear()
+                runs.clear()
                 assert_bitwise_equal(pe(y, offset=offset), reference.absolute_apply(y, table))
                 assert_bitwise_equal(y, before)
-                assert loops == [loop]
+                assert [run.kernel for run in runs] == [loop]
         wide = np.asfortranarray(sample((seq, 160, 3), np.float64, seed=7))[:, ::2]
-        loops.clear()
+        runs.clear()
         assert_bitwise_equal(pe(wide, offset=offset), reference.absolute_apply(wide, table))
-        assert loops == [rows]
+        assert [run.kernel for run in runs] == [rows]
 
 
 @pytest.mark.parametrize("threads", [1, 2])
@@ -417,7 +401,7 @@ def test_rope_arrays_stored_position_by_position(monkeypatch, threads, interleav
     (head, heads, seq) views with an id per column, which are F-contiguous.
     Offsets, ids per position and per column, odd interleaved heads, float16
     and integers, in place too: the oracle's bits, the input left alone."""
-    loops = _loops_run(monkeypatch, threads)
+    runs = runs_recorded(monkeypatch, threads)
     head, seq, batch = (7 if interleaved else 8), 6, 5
     pairs = (reference.interleaved_pairs if interleaved else reference.half_pairs)(head)
     rng = np.random.default_rng(6)
@@ -428,7 +412,7 @@ def test_rope_arrays_stored_position_by_position(monkeypatch, threads, interleav
     )
     for dtype in (np.float32, np.float16, np.int32):
         for axes, loop in stored_loops:
-            x = stored(sample((head, seq, batch), dtype, seed=len(loops)), axes)
+            x = stored(sample((head, seq, batch), dtype, seed=len(runs)), axes)
             before = x.copy()
             for offset, positions in ((0, None), (44, None), (0, ids), (0, per_column)):
                 rope = RoPE(head, 50, interleaved=interleaved)  # nothing remembered
@@ -436,9 +420,9 @@ def test_rope_arrays_stored_position_by_position(monkeypatch, threads, interleav
                 expected = reference.rope_apply_pairs(
                     x, rope.cos_cached, rope.sin_cached, pairs, where.reshape(seq, -1)
                 )
-                loops.clear()
+                runs.clear()
                 y = rope(x, offset=offset, positions=positions)
-                assert loops == [loop]
+                assert [run.kernel for run in runs] == [loop]
                 assert_bitwise_equal(y, expected)
                 if y.dtype == x.dtype:
                     assert y.strides == x.strides  # in x's memory order
@@ -457,16 +441,16 @@ def test_absolute_arrays_stored_position_by_position(monkeypatch, threads):
     (PyTorch's layout for sequence models) add each position's table column
     to its batch columns, on (seq, batch, features) views: offsets, float16,
     integers, in place and every split give the oracle's bits."""
-    loops = _loops_run(monkeypatch, threads)
+    runs = runs_recorded(monkeypatch, threads)
     for seq, offset in ((3, 0), (37, 163)):
         for dtype in (np.float32, np.float16, np.int16, np.float64):
             pe = AbsolutePE(10, 200)
             x = stored(sample((seq, 10, 4), dtype, seed=seq), (0, 2, 1))
             before = x.copy()
             expected = reference.absolute_apply(x, pe.embeddings[:, offset : offset + seq])
-            loops.clear()
+            runs.clear()
             assert_bitwise_equal(pe(x, offset=offset), expected)
-            assert loops == [_kernels._absolute_seq_major]
+            assert [run.kernel for run in runs] == [_kernels._absolute_seq_major]
             assert_bitwise_equal(x, before)
             if dtype in (np.float32, np.float64):
                 assert pe(x, out=x, offset=offset) is x

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import partial
 
 import numpy as np
@@ -439,27 +440,36 @@ def test_repeated_calls_take_the_direct_path_with_the_same_results():
     assert_bitwise_equal(in_place, full[:, 5:6])
 
 
-def _ranges_run(monkeypatch) -> list[tuple[int, list[tuple[int, int]]]]:
-    """Split every call over two threads, and list, call by call, the length
-    of its loop's range and the ranges it ran over (in the order they
-    started, which threads decide)."""
-    monkeypatch.setattr(_parallel, "_threads", 2)
-    monkeypatch.setattr(_parallel, "MIN_BYTES_PER_THREAD", 1)
-    calls: list[tuple[int, list[tuple[int, int]]]] = []
+@dataclass
+class Run:
+    """One call of ``run_ranges``: its loop, the length of its range, and the
+    ranges the loop ran over (in the order they started, which threads decide)."""
+
+    kernel: object
+    length: int
+    ranges: list[tuple[int, int]]
+
+
+def runs_recorded(monkeypatch, threads: int) -> list[Run]:
+    """Split calls over ``threads`` threads from the smallest size on (or
+    never, for one), and list what ``run_ranges`` runs, call by call."""
+    monkeypatch.setattr(_parallel, "_threads", threads)
+    monkeypatch.setattr(_parallel, "MIN_BYTES_PER_THREAD", 1 if threads > 1 else 1 << 40)
+    runs: list[Run] = []
     run_ranges = _kernels.run_ranges
 
     def spy(kernel, length, cost, *args):
-        ranges: list[tuple[int, int]] = []
-        calls.append((length, ranges))
+        run = Run(kernel, length, [])
+        runs.append(run)
 
         def ran(*arguments):
-            ranges.append(arguments[-2:])
+            run.ranges.append(arguments[-2:])
             kernel(*arguments)
 
         run_ranges(ran, length, cost, *args)
 
     monkeypatch.setattr(_kernels, "run_ranges", spy)
-    return calls
+    return runs
 
 
 @pytest.mark.parametrize("order", ["C", "F"])
@@ -468,7 +478,7 @@ def test_repeated_calls_split_over_threads_take_the_direct_path(monkeypatch, ord
     a first checked call of each kind (allocating, ``out``, in place), later
     ones skip the checks, still run over two ranges at once, and give the
     same bits."""
-    calls = _ranges_run(monkeypatch)
+    runs = runs_recorded(monkeypatch, 2)
     rope = RoPE(8, 40)
     x = np.asarray(sample((8, 30, 5), np.float32, seed=43), order=order)
 
@@ -481,14 +491,14 @@ def test_repeated_calls_split_over_threads_take_the_direct_path(monkeypatch, ord
     call, expected = step(10)
     assert_every_way_of_writing(call, x, expected)  # checked, then remembered
     monkeypatch.setattr(RoPE, "_apply", refuse_checked_path)
-    calls.clear()
+    runs.clear()
     for position in (0, 3, 10):
         call, expected = step(position)
         assert_every_way_of_writing(call, x, expected)
-    assert len(calls) == 9
-    for length, ranges in calls:
-        (start, middle), (resume, stop) = sorted(ranges)
-        assert (start, stop) == (0, length) and middle == resume
+    assert len(runs) == 9
+    for run in runs:
+        (start, middle), (resume, stop) = sorted(run.ranges)
+        assert (start, stop) == (0, run.length) and middle == resume
 
 
 def test_layouts_never_remembered_are_not_probed_at_every_call(monkeypatch):
