@@ -30,10 +30,10 @@ MIN_BYTES_PER_THREAD = 6 << 20
 
 Measured with ``python -m benchmarks --cases threads`` on the 2-CPU
 development machine (a virtual machine), where handing a range to a
-sleeping thread and waking the caller again costs about 170 µs: a 4 MB
-``rope(x, out=out)`` took 1.2-1.4x longer split over two threads, an 8 MB
-one 0.83-0.92x, a 32 MB one 0.8-0.9x.  Splitting starts at 12 MiB of
-traffic (two threads' worth)."""
+sleeping thread and waking the caller again cost about 170 µs in the first
+runs (50-60 µs in later ones): a 4 MB ``rope(x, out=out)`` took 1.1-1.4x
+longer split over two threads, an 8 MB one 0.7-0.92x, a 32 MB one
+0.8-0.9x.  Splitting starts at 12 MiB of traffic (two threads' worth)."""
 
 _pool: ThreadPoolExecutor | None = None
 _pool_workers = 0
