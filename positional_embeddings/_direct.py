@@ -25,15 +25,17 @@ class DirectCalls:
     skips the checks' slow path, the choice of loop and Numba's type
     dispatch, and is checked only for what can change between two such
     inputs (the offset's or the ids' range, and ``out``).  Only a call whose
-    output is laid out as a new output would be (``np.empty`` in ``x``'s
-    memory order) is remembered, since an allocating call then gets that
-    layout.  Inputs of more than 3 dims are remembered where their axes from
-    the third on merge into one without copying (``merged``): the remembered
-    call runs on such 3-D views.
+    output is laid out as a new output would be (``np.empty_like`` of ``x``,
+    in its memory order) is remembered, since an allocating call then gets
+    that layout.  Inputs of more than 3 dims are remembered where their axes
+    from the third on merge into one without copying (``merged``): the
+    remembered call runs on such 3-D views; where they do not, the loop is
+    looked for on the arrays themselves (RoPE runs some such layouts on
+    views of its own, ``exchanged``).
 
     A layout that no call can be remembered for (its loop reads other
     tables, or ``out`` is not laid out as a new output) is remembered as
-    such: finding that out takes two probe arrays of the output's size and
+    such: finding that out takes a probe array of the output's size and
     tens of microseconds, which a repeated large call would otherwise pay
     every time (~40 us of a 300 us call on 8 MB).
 
@@ -75,7 +77,7 @@ class DirectCalls:
                 return None
         order, dtype, layout, _, entry, args, length = record
         if out is None:
-            y = np.empty(shape, dtype, order)
+            y = np.empty_like(x, dtype) if order is None else np.empty(shape, dtype, order)
             entry(x, y, *args, where, 0, length)
             return y
         if out is x:
@@ -139,21 +141,22 @@ class DirectCalls:
         out: np.ndarray,
         in_place: bool,
         find: Callable[[np.ndarray, np.ndarray | None], Direct | None],
-    ) -> tuple[Literal["C", "F"], Callable[..., None], tuple[Any, ...], int] | None:
-        """The memory order of a new output and the loop to remember for
-        ``x`` into ``out`` (``remember``'s arguments), or None where ``out``
-        is not laid out as a new output would be or ``find`` finds none."""
-        order: Literal["C", "F"] = "C" if out.flags.c_contiguous else "F"
-        fresh = np.empty(x.shape, out.dtype, order)  # what an allocating call writes
-        for new in (fresh, np.empty_like(x, out.dtype, "K")):
-            if not _same_steps(out, new):
-                return None
+    ) -> tuple[Literal["C", "F"] | None, Callable[..., None], tuple[Any, ...], int] | None:
+        """The memory order of a new output (None: neither C nor F, made by
+        ``np.empty_like`` of ``x``) and the loop to remember for ``x`` into
+        ``out`` (``remember``'s arguments), or None where ``out`` is not laid
+        out as a new output would be or ``find`` finds none."""
+        new = np.empty_like(x, out.dtype)  # what an allocating call writes
+        if not _same_steps(out, new):
+            return None
+        flags = new.flags
+        order: Literal["C", "F"] | None = (
+            "C" if flags.c_contiguous else "F" if flags.f_contiguous else None
+        )
         views: tuple[np.ndarray, ...] = (x, out)
         merge: Literal["C", "F"] | None = None
-        if x.ndim > 3:
-            found_views = merged(x, out, fresh)
-            if found_views is None:
-                return None
+        found_views = merged(x, out, new) if x.ndim > 3 else None
+        if found_views is not None:
             views, merge = found_views
         found = find(views[0], None if in_place else views[1])
         if found is None:

@@ -27,6 +27,7 @@ small type-dispatched helpers (numba ``overload``s) that the loops share:
 from __future__ import annotations
 
 import math
+import typing
 from collections.abc import Callable
 from typing import Any
 
@@ -48,6 +49,7 @@ __all__ = [
     "absolute_forward",
     "absolute_table",
     "alibi_bias",
+    "exchanged",
     "gather_rows",
     "ids_within",
     "inverse_frequencies",
@@ -269,11 +271,20 @@ def _ov_table_row(h1, h2, shared):  # type: ignore[no-untyped-def]
 def _position(positions, s, b):  # type: ignore[no-untyped-def]
     """The table column for ``x[:, s, b]``: ``s + offset`` for an integer offset,
     ``positions[s]`` for one id per sequence position, ``positions[s, b]`` for
-    one id per position and batch column."""
+    one id per position and batch column; for ``(positions, seq, heads)``
+    (``exchanged``: ``x`` is a (head, heads, seq*batch) view), the column of
+    sequence index ``b % seq`` and batch column ``s + heads * (b // seq)``."""
 
 
 @overload(_position, jit_options=JIT)
 def _ov_position(positions, s, b):  # type: ignore[no-untyped-def]
+    if isinstance(positions, types.BaseTuple):
+
+        def exchanged_position(positions, s, b):  # type: ignore[no-untyped-def]
+            inner, seq, heads = positions
+            return _position(inner, b % seq, s + heads * (b // seq))
+
+        return exchanged_position
     if isinstance(positions, types.Integer):
         return lambda positions, s, b: s + positions
     if positions.ndim == 1:
@@ -287,7 +298,9 @@ def _per_column(positions):  # type: ignore[no-untyped-def]
 
 @overload(_per_column, jit_options=JIT)
 def _ov_per_column(positions):  # type: ignore[no-untyped-def]
-    varies = isinstance(positions, types.Array) and positions.ndim == 2
+    varies = isinstance(positions, types.BaseTuple) or (
+        isinstance(positions, types.Array) and positions.ndim == 2
+    )
     return lambda positions: varies
 
 
@@ -653,6 +666,11 @@ C order 0.52-0.58x the time of the usual loop, F order 0.8-0.9x; two
 positions 0.7x and 0.9x; three or four no faster."""
 
 
+Positions = int | np.ndarray | tuple[Any, int, int]
+"""Where a RoPE loop reads the tables (``_position``): an offset, ids, or
+``(offset or ids, seq, heads)`` for views ``exchanged`` gave."""
+
+
 def _traffic(x: np.ndarray, out: np.ndarray | None) -> int:
     """Bytes a forward pass reads and writes (``out`` None: in place)."""
     return x.nbytes + (x if out is None else out).nbytes
@@ -698,7 +716,7 @@ def rope_forward(
     pairing: int | None,
     shared: bool | None,
     along_positions: Callable[[np.ndarray, int], np.ndarray],
-    positions: int | np.ndarray,
+    positions: Positions,
 ) -> None:
     """Rotate ``x`` (head, seq, batch) into ``out`` with tables (head, positions).
 
@@ -707,7 +725,9 @@ def rope_forward(
     rotate ``x`` in place.  ``pairing`` is an int (any) for the half split
     or None for interleaved pairs; ``shared`` True when the two rows of
     every pair are equal in both tables, else None; ``positions`` an offset,
-    one id per position (seq,) or per position and column (seq, batch).  The
+    one id per position (seq,) or per position and column (seq, batch), or
+    such positions for views ``exchanged`` gave.  Arrays stored with their
+    heads inside each position run on such views (``exchanged``).  The
     loop order follows the strides of ``x`` (innermost the smallest, and
     positions outermost where the seq axis has the largest); large calls are
     split over threads.  The loop along the sequence reads the tables as
@@ -715,8 +735,9 @@ def rope_forward(
     innermost), covering at least positions ``0 .. stop-1``.
     """
     traffic = _traffic(x, out)
-    if _batch_inside_columns(x):
-        x, out, positions = _columns_by_batch(x, out, positions)
+    views = exchanged(x, out, positions)
+    if views is not None:
+        x, out, positions = views
     kernel, length = _rope_loop(x, positions, traffic)
     if kernel is _rope_inner_seq:
         stop = _stop(positions) if isinstance(positions, np.ndarray) else positions + x.shape[1]
@@ -726,33 +747,49 @@ def rope_forward(
     run_ranges(kernel, length, traffic, x, out, cos, sin, pairing, shared, positions)
 
 
-def _batch_inside_columns(x: np.ndarray) -> bool:
-    """Whether ``x`` (head, seq, batch), head innermost, steps along the
-    batch with a smaller stride than along the sequence: (head, seq, heads)
-    views of (seq, heads, head) arrays, such as Hugging Face's (batch, seq,
-    heads, head_dim) queries with their axes reversed."""
-    _, seq, batch = x.shape
-    return (
-        seq > 1 and batch > 1 and _smallest_stride(x) == 0 and abs(x.strides[2]) < abs(x.strides[1])
-    )
-
-
-def _columns_by_batch(
+@typing.overload
+def exchanged(
+    x: np.ndarray, out: np.ndarray, positions: int | np.ndarray
+) -> tuple[np.ndarray, np.ndarray, Positions] | None: ...
+@typing.overload
+def exchanged(
+    x: np.ndarray, out: None, positions: int | np.ndarray
+) -> tuple[np.ndarray, None, Positions] | None: ...
+def exchanged(
     x: np.ndarray, out: np.ndarray | None, positions: int | np.ndarray
-) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
-    """(head, batch, seq) views of ``x`` and ``out`` and the position of
-    each of their columns, ids of shape (batch, seq): the same call with
-    the seq and batch axes exchanged.  Where ``x`` is a (head, seq, heads)
-    view of a contiguous (seq, heads, head) array, its exchanged view is
-    F-contiguous, which the compiler vectorises (its loop along the head
-    runs 2-2.5x faster than on the same elements seen as strided)."""
-    seq, batch = x.shape[1], x.shape[2]
-    if isinstance(positions, np.ndarray):
-        by_column = positions.T if positions.ndim == 2 else positions
-    else:
-        by_column = np.arange(positions, positions + seq)
-    ids = np.ascontiguousarray(np.broadcast_to(by_column, (batch, seq)))
-    return x.transpose(0, 2, 1), None if out is None else out.transpose(0, 2, 1), ids
+) -> tuple[np.ndarray, np.ndarray | None, Positions] | None:
+    """The call of ``x`` (head, seq, heads, batch...) into ``out`` on (head,
+    heads, seq*batch) views, for arrays stored with their heads inside each
+    position; None for other layouts, or where such views would copy.
+
+    Such arrays are views of (batch..., seq, heads, head) arrays: Hugging
+    Face's (batch, seq, heads, head_dim) queries with their axes reversed,
+    the head axis innermost and the heads axis stepping less than the
+    sequence.  With their axes 1 and 2 exchanged and (seq, batch...) merged
+    in F order they are F-contiguous, which the compiler vectorises (its
+    loop along the head ran 2-2.5x faster than on the same elements seen as
+    strided), and one loop runs them whatever their batch axes.  Returns
+    the views of ``x`` and ``out`` (None stays None, ``x`` itself stays the
+    view of ``x``) and the positions the loops read for them (``_position``):
+    ``(positions, seq, heads)``, ids per column as (seq, heads*batch).
+    """
+    shape, strides = x.shape, x.strides
+    if shape[0] <= 1 or shape[1] <= 1 or shape[2] <= 1 or abs(strides[2]) >= abs(strides[1]):
+        return None
+    if any(n > 1 and abs(step) < abs(strides[0]) for n, step in zip(shape, strides, strict=True)):
+        return None
+    head, seq, heads = shape[:3]
+    try:
+        view = np.reshape(x.swapaxes(1, 2), (head, heads, -1), order="F", copy=False)
+        if out is None or out is x:
+            out_view = None if out is None else view
+        else:
+            out_view = np.reshape(out.swapaxes(1, 2), view.shape, order="F", copy=False)
+    except ValueError:
+        return None
+    if isinstance(positions, np.ndarray) and positions.ndim > 2:
+        positions = positions.reshape(seq, -1, order="F")
+    return view, out_view, (positions, seq, heads)
 
 
 def _stop(positions: np.ndarray) -> int:
@@ -760,15 +797,18 @@ def _stop(positions: np.ndarray) -> int:
     return int(positions.max()) + 1 if positions.size else 0
 
 
-def _rope_loop(x: np.ndarray, positions: int | np.ndarray, traffic: int) -> tuple[Any, int]:
+def _rope_loop(x: np.ndarray, positions: Positions, traffic: int) -> tuple[Any, int]:
     """The RoPE loop for ``x``'s layout and the length of its outer range:
     innermost along the smallest stride (seq only with one position per
-    sequence index); positions outermost where the seq axis has the largest
+    sequence index, never for exchanged views, whose head is innermost);
+    positions outermost where the seq axis has the largest
     stride, or for a call of at most ``_FEW_POSITIONS`` positions that runs
     on one thread."""
     head, seq, batch = x.shape
     inner = _smallest_stride(x)
-    if inner == 1 and not (isinstance(positions, np.ndarray) and positions.ndim == 2):
+    if inner == 1 and (
+        isinstance(positions, int) or (isinstance(positions, np.ndarray) and positions.ndim == 1)
+    ):
         return _rope_inner_seq, (head + 1) // 2
     if _few_positions(x, 1, traffic) or _seq_outermost(x, 1):
         return _rope_positions_outer_batch if inner == 2 else _rope_positions_outer_head, seq
@@ -793,21 +833,55 @@ def rope_direct(
     as ``(entry, args, length)``: ``entry(x, out, *args, positions, 0,
     length)`` is that call for any arrays of the same types (``args`` are
     the tables, ``pairing`` and ``shared``), split over threads as
-    ``rope_forward`` splits it.  None where the call reads the tables along
-    positions, runs on views with the seq and batch axes exchanged
-    (``_columns_by_batch``) or has not been compiled yet.
+    ``rope_forward`` splits it.  ``x`` has 3 dims, or more where it is
+    stored with its heads inside each position (``exchanged``: the entry
+    then takes such arrays and their positions, and runs on their views).
+    None where the call reads the tables along positions or has not been
+    compiled yet.
 
     Repeated calls of one layout (decoding one token at a time, a model's
     forward pass on same-shaped batches) then skip the loop choice and
     Numba's type dispatch.
     """
-    if _batch_inside_columns(x):
+    views = exchanged(x, out, positions)
+    if views is None and x.ndim > 3:
         return None
     traffic = _traffic(x, out)
-    kernel, length = _rope_loop(x, positions, traffic)
+    x3, out3, kernel_positions = (x, out, positions) if views is None else views
+    kernel, length = _rope_loop(x3, kernel_positions, traffic)
     if kernel is _rope_inner_seq:  # reads other tables (``rope_forward``)
         return None
-    return _compiled(kernel, x, out, (cos, sin, pairing, shared), positions, length, traffic)
+    args = (cos, sin, pairing, shared)
+    found = _compiled(kernel, x3, out3, args, kernel_positions, length, traffic)
+    if found is None or views is None:
+        return found
+    return _on_exchanged(found[0], x.shape), args, length
+
+
+def _on_exchanged(entry: Callable[..., None], shape: tuple[int, ...]) -> Callable[..., None]:
+    """``entry``, found for the views ``exchanged`` gives of arrays of
+    ``shape``, as an entry of such arrays and their positions (an offset,
+    or ids of one batch axis: those of more are never remembered)."""
+    head, seq, heads = shape[:3]
+
+    def view(a: np.ndarray) -> np.ndarray:
+        exchanged_axes = a.swapaxes(1, 2)
+        if len(shape) == 3:
+            return exchanged_axes
+        return exchanged_axes.reshape((head, heads, -1), order="F")
+
+    def call(x: np.ndarray, out: np.ndarray | None, *rest: Any) -> None:
+        positions, start, stop = rest[-3:]
+        entry(
+            view(x),
+            None if out is None else view(out),
+            *rest[:-3],
+            (positions, seq, heads),
+            start,
+            stop,
+        )
+
+    return call
 
 
 def absolute_direct(
@@ -815,7 +889,9 @@ def absolute_direct(
 ) -> Direct | None:
     """As ``rope_direct``, for ``absolute_forward`` on (seq, channel, batch)
     arrays: the decoding loop, which reads ``by_position`` (the table in F
-    order), or None where another loop runs."""
+    order), or None where another loop runs or ``x`` has more than 3 dims."""
+    if x.ndim != 3:
+        return None
     traffic = _traffic(x, out)
     few = _absolute_few(x, _smallest_stride(x), traffic)
     if few is None:
@@ -841,7 +917,7 @@ def _compiled(
     x: np.ndarray,
     out: np.ndarray | None,
     args: tuple[Any, ...],
-    positions: int | np.ndarray,
+    positions: Positions,
     length: int,
     traffic: int,
 ) -> Direct | None:

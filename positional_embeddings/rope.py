@@ -19,7 +19,7 @@ from ._checks import (
     resolve_positions,
 )
 from ._direct import DirectCalls
-from ._kernels import rope_direct, rope_forward, rope_tables
+from ._kernels import exchanged, rope_direct, rope_forward, rope_tables
 from ._views import grown_copy, run_forward
 from .frequencies import frequency_bands
 
@@ -347,7 +347,11 @@ class RoPE:
         out = output_for(x, promote(x.dtype, self.cos_cached.dtype), out)
         args = (*tables, self._pairing, self._shared, self._along_positions)
         ids = where if isinstance(where, np.ndarray) else None
-        if ids is not None and ids.ndim > 1:
+        views = exchanged(x, out, where)
+        if views is not None:  # one loop, whatever the batch axes (else one per batch index)
+            x_view, out_view, kernel_positions = views
+            run_forward(rope_forward, x_view, out_view, *args, kernel_positions)
+        elif ids is not None and ids.ndim > 1:
             run_forward(rope_forward, x, out, *args, columns=ids)
         else:
             run_forward(rope_forward, x, out, *args, where)

@@ -398,7 +398,7 @@ def test_rope_arrays_stored_position_by_position(monkeypatch, threads, interleav
     """Arrays whose seq axis has the largest stride loop over positions
     outermost; (head, seq, heads) views of (seq, heads, head) arrays (Hugging
     Face's (batch, seq, heads, head_dim) with its axes reversed) run as
-    (head, heads, seq) views with an id per column, which are F-contiguous.
+    (head, heads, seq) views, which are F-contiguous.
     Offsets, ids per position and per column, odd interleaved heads, float16
     and integers, in place too: the oracle's bits, the input left alone."""
     runs = runs_recorded(monkeypatch, threads)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import partial
 
@@ -502,12 +503,12 @@ def test_repeated_calls_split_over_threads_take_the_direct_path(monkeypatch, ord
 
 
 def test_layouts_never_remembered_are_not_probed_at_every_call(monkeypatch):
-    """Layouts that no call is remembered for (Hugging Face's queries reversed
-    to Julia's axes, whose loop runs on exchanged views; AbsolutePE over more
+    """Layouts that no call is remembered for (Hugging Face's queries cut
+    from a longer cache, whose axes merge in no order; AbsolutePE over more
     positions than a decoding step; an ``out`` not laid out as a new output)
     are found out at their first call: later calls of them neither probe
-    ``out``'s layout (two arrays of its size) nor search for a loop, and
-    give the same bits."""
+    ``out``'s layout (an array of its size) nor search for a loop, and give
+    the same bits."""
     probes, searches = [], []
     same_steps, rope_direct = _direct._same_steps, rope_module.rope_direct
     monkeypatch.setattr(_direct, "_same_steps", lambda *a: probes.append(a) or same_steps(*a))
@@ -515,15 +516,17 @@ def test_layouts_never_remembered_are_not_probed_at_every_call(monkeypatch):
         rope_module, "rope_direct", lambda *a: searches.append(a) or rope_direct(*a)
     )
     rope, pe = RoPE(8, 40), AbsolutePE(8, 40)
-    values = sample((8, 30, 5), np.float32, seed=44)
-    hugging_face = stored(values, (1, 2, 0))  # (seq, heads, head) in memory
+    values = sample((8, 30, 5, 2), np.float32, seed=44)
+    cache = np.zeros((2, 40, 5, 8), np.float32)  # (batch, seq, heads, head) in memory
+    cache[:, :30] = values.transpose(3, 1, 2, 0)
+    hugging_face = cache[:, :30].transpose(3, 1, 2, 0)
     expected = reference.rope_apply(values, rope.cos_cached[:, :30], rope.sin_cached[:, :30])
     strided_out = np.empty((8, 30, 10), np.float32)[:, :, ::2]
     positions = sample((30, 8, 5), np.float32, seed=45)
     added = reference.absolute_apply(positions, pe.embeddings[:, :30])
     calls = [
         (partial(rope, hugging_face), expected),
-        (partial(rope, values, out=strided_out), expected),
+        (partial(rope, values[..., 0], out=strided_out), expected[..., 0]),
         (partial(pe, positions), added),
     ]
     for call, result in calls:
@@ -533,6 +536,7 @@ def test_layouts_never_remembered_are_not_probed_at_every_call(monkeypatch):
         for call, result in calls:
             assert_bitwise_equal(call(), result)
     assert (len(probes), len(searches)) == first
+    assert len(rope._direct) == len(pe._direct) == 0
 
 
 def _decoding_step(layout: str) -> np.ndarray:
@@ -612,3 +616,44 @@ def test_ids_per_column_of_several_batch_axes_are_checked_every_time(monkeypatch
         )
         assert_bitwise_equal(rope(x, positions=ids), expected)
     assert len(calls) == 3
+
+
+@pytest.mark.parametrize("batch", [(), (2,), (2, 3)])
+def test_hugging_face_queries_run_as_one_loop_and_are_remembered(monkeypatch, batch):
+    """(head, seq, heads, batch...) views of (batch..., seq, heads, head)
+    arrays (Hugging Face's queries with their axes reversed) run as one loop
+    over (head, heads, seq*batch) views, whatever their batch axes, with no
+    array of ids built for them; after a first checked call of each kind
+    (allocating or ``out``, in place), later ones at other offsets and ids
+    skip the checks.  The oracle's bits every time."""
+    runs = runs_recorded(monkeypatch, 1)
+    head, seq, heads = 8, 5, 3
+    rope = RoPE(head, 40)
+    values = sample((head, seq, heads, *batch), np.float32, seed=47)
+    x = stored(values, (*range(values.ndim - 1, 2, -1), 1, 2, 0))
+    rng = np.random.default_rng(47)
+    kinds = [np.arange(seq) + 9, rng.integers(0, 40, seq)]
+    if not batch:  # ids per column are remembered for one batch axis
+        kinds.append(rng.integers(0, 40, (seq, heads)))
+
+    def call(where: np.ndarray):
+        positions = where.reshape(seq, *where.shape[1:], *(1,) * (x.ndim - 1 - where.ndim))
+        expected = reference.rope_apply_pairs(
+            x, rope.cos_cached, rope.sin_cached, reference.half_pairs(head), positions
+        )
+        if where.ndim == 1 and np.array_equal(where, np.arange(seq) + where[0]):
+            return partial(rope, offset=int(where[0])), expected
+        return partial(rope, positions=where), expected
+
+    for where in kinds:
+        runs.clear()
+        step, expected = call(where)
+        assert_every_way_of_writing(step, x, expected)
+        # Checked: the new output and in place; out= is laid out as the new output (remembered).
+        assert [(run.kernel, run.length) for run in runs] == [
+            (_kernels._rope_inner_head, heads * seq * math.prod(batch))
+        ] * 2
+    monkeypatch.setattr(RoPE, "_apply", refuse_checked_path)
+    for where in [np.arange(seq), np.arange(seq) + 35, *(kind[::-1].copy() for kind in kinds[1:])]:
+        step, expected = call(where)
+        assert_every_way_of_writing(step, x, expected)
