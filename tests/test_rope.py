@@ -653,6 +653,11 @@ def test_hugging_face_queries_run_as_one_loop_and_are_remembered(monkeypatch, ba
         assert [(run.kernel, run.length) for run in runs] == [
             (_kernels._rope_inner_head, heads * seq * math.prod(batch))
         ] * 2
+    if batch:  # ids per column of several batch axes: checked at every call, one loop still
+        runs.clear()
+        step, expected = call(rng.integers(0, 40, x.shape[1:]))
+        assert_every_way_of_writing(step, x, expected)
+        assert {run.kernel for run in runs} == {_kernels._rope_inner_head} and len(runs) == 3
     monkeypatch.setattr(RoPE, "_apply", refuse_checked_path)
     for where in [np.arange(seq), np.arange(seq) + 35, *(kind[::-1].copy() for kind in kinds[1:])]:
         step, expected = call(where)
