@@ -280,17 +280,20 @@ def decode(settings: Settings, order: str, writes: str) -> Row:
     )
 
 
-def decode_stored(settings: Settings) -> Row:
-    """One token of decoding as Hugging Face's queries arrive, (batch, seq,
-    heads, head_dim) = ``(4, 1, 8, 128)`` float32, reversed to Julia's axes:
-    a 4-D view ``(128, 1, 8, 4)`` (numpy and torch take its 3-D view, which
-    broadcasts their tables as for the other decoding rows)."""
+def stored_queries(settings: Settings, seq: int) -> Row:
+    """Hugging Face's queries as they arrive, (batch, seq, heads, head_dim) =
+    ``(4, seq, 8, 128)`` float32, reversed to Julia's axes: a 4-D view
+    ``(128, seq, 8, 4)``.  One token of decoding (``seq`` 1: numpy and torch
+    take its 3-D view, which broadcasts their tables as for the other
+    decoding rows), or a chunk of positions (speculative decoding, a prefill
+    in chunks: their tables broadcast over both batch axes)."""
     rope = RoPE(128, 4096)
-    x = _array((4, 1, 8, 128), np.float32, "C").transpose(3, 1, 2, 0)
-    three_d = x.reshape(128, 1, -1, order="F")
+    x = _array((4, seq, 8, 128), np.float32, "C").transpose(3, 1, 2, 0)
+    formula_x = x.reshape(128, 1, -1, order="F") if seq == 1 else x
     contenders, floor = _plain_call(rope, x, "new")
-    contenders |= {"numpy": rope_numpy(rope, three_d), "torch": rope_torch(rope, three_d)}
-    case = "decode rope(x), x stored (batch, seq, heads, head)"
+    contenders |= {"numpy": rope_numpy(rope, formula_x), "torch": rope_torch(rope, formula_x)}
+    step = "decode" if seq == 1 else "chunk"
+    case = f"{step} rope(x), x stored (batch, seq, heads, head)"
     return _measure("decode", case, x, "", contenders, floor, settings)
 
 
@@ -433,7 +436,8 @@ def all_cases(quick: bool) -> list[Case]:
     The full sizes: LLaMA-like ``(128, 4096, 32)`` and ``(64, 2048, 256)``,
     the Julia docs' ``(64, 100, 256)``, a large ``(128, 2048, 128)`` (128 MB
     in float32, 256 MB in float64), an in-cache ``(128, 512, 32)``, the
-    decoding step ``(128, 1, 32)`` (and as a 4-D view ``(128, 1, 8, 4)``), a
+    decoding step ``(128, 1, 32)`` (and as a 4-D view ``(128, 1, 8, 4)``, with
+    a chunk of 8 positions ``(128, 8, 8, 4)`` in the same layout), a
     call split over one and over two threads at 4, 8 and 16 MB ``(128, n,
     32)`` with a copy split over two threads beside it, AbsolutePE on the
     Julia docs' ``(100, 512, 32)``, on ``(4096, 512, 16)`` and its decoding
@@ -475,7 +479,7 @@ def all_cases(quick: bool) -> list[Case]:
         for writes in ("new", "out", "x")
         for order in "CF"
     ]
-    cases.append(Case("decode", decode_stored))
+    cases += [Case("decode", partial(stored_queries, seq=seq)) for seq in (1, 8)]
     cases += [Case("decode", partial(pe_decode, order=order)) for order in "CF"]
     cases.append(Case("decode", partial(pe_decode, order="C", batch_first=True)))
     absolute = size((4096, 512, 16), (64, 512, 2))

@@ -43,11 +43,17 @@ def neg_half_numpy(x: np.ndarray) -> np.ndarray:
     return np.concatenate((-x[half:], x[:half]), axis=0)
 
 
-def rope_numpy(rope: RoPE, x: np.ndarray) -> Callable[[], np.ndarray]:
-    """``x * cos + neg_half(x) * sin``, the tables broadcast over the third axis."""
+def _broadcast_tables(rope: RoPE, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The tables' first ``x.shape[1]`` positions, shaped to broadcast over
+    ``x``'s axes after the second."""
+    shape = (*x.shape[:2], *(1,) * (x.ndim - 2))
     seq = x.shape[1]
-    cos = rope.cos_cached[:, :seq, np.newaxis]
-    sin = rope.sin_cached[:, :seq, np.newaxis]
+    return rope.cos_cached[:, :seq].reshape(shape), rope.sin_cached[:, :seq].reshape(shape)
+
+
+def rope_numpy(rope: RoPE, x: np.ndarray) -> Callable[[], np.ndarray]:
+    """``x * cos + neg_half(x) * sin``, the tables broadcast over the batch axes."""
+    cos, sin = _broadcast_tables(rope, x)
     return lambda: x * cos + neg_half_numpy(x) * sin
 
 
@@ -61,9 +67,8 @@ def rope_torch(rope: RoPE, x: np.ndarray) -> Callable[[], Any] | None:
     if torch is None:
         return None
     tensor = torch.from_numpy(x)
-    seq, half = x.shape[1], x.shape[0] // 2
-    cos = torch.from_numpy(rope.cos_cached[:, :seq, np.newaxis].astype(x.dtype))
-    sin = torch.from_numpy(rope.sin_cached[:, :seq, np.newaxis].astype(x.dtype))
+    half = x.shape[0] // 2
+    cos, sin = (torch.from_numpy(table.astype(x.dtype)) for table in _broadcast_tables(rope, x))
 
     def rotate_half() -> Any:
         return torch.cat((-tensor[half:], tensor[:half]), dim=0)
