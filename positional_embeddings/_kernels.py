@@ -861,7 +861,10 @@ def rope_direct(
 def _on_exchanged(entry: Callable[..., None], shape: tuple[int, ...]) -> Callable[..., None]:
     """``entry``, found for the views ``exchanged`` gives of arrays of
     ``shape``, as an entry of such arrays and their positions (an offset,
-    or ids of one batch axis: those of more are never remembered)."""
+    or ids of one batch axis: those of more are never remembered).  Views,
+    never copies: the record is only for arrays laid out as those
+    ``exchanged`` viewed, up to the strides of axes of length 1, which
+    numpy's reshape ignores."""
     head, seq, heads = shape[:3]
 
     def view(a: np.ndarray) -> np.ndarray:

@@ -348,7 +348,7 @@ class RoPE:
         args = (*tables, self._pairing, self._shared, self._along_positions)
         ids = where if isinstance(where, np.ndarray) else None
         views = exchanged(x, out, where)
-        if views is not None:  # one loop, whatever the batch axes (else one per batch index)
+        if views is not None:  # one loop for all batch axes, which may not merge
             x_view, out_view, kernel_positions = views
             run_forward(rope_forward, x_view, out_view, *args, kernel_positions)
         elif ids is not None and ids.ndim > 1:
