@@ -41,9 +41,9 @@ from . import _parallel
 from ._jit import JIT, JIT_INLINED
 from ._julia_math import f32_bits, f32_from_bits, pow_f64, sincos_f32, sincos_f64
 from ._parallel import run_ranges
+from ._views import collapsed
 
 __all__ = [
-    "F16_RECORD",
     "Direct",
     "absolute_direct",
     "absolute_forward",
@@ -64,9 +64,6 @@ __all__ = [
 _SINCOS_COST = 256
 """One sin/cos evaluation, in bytes of memory traffic that take as long (for
 ``run_ranges``'s threshold): ~20 ns against ~12 GB/s."""
-
-F16_RECORD = np.dtype([("bits", "<u2")])
-"""How float16 arrays are passed to kernels: the same bytes under a record dtype."""
 
 
 @numba.njit(**JIT)
@@ -778,15 +775,11 @@ def exchanged(
         return None
     if any(n > 1 and abs(step) < abs(strides[0]) for n, step in zip(shape, strides, strict=True)):
         return None
-    head, seq, heads = shape[:3]
-    try:
-        view = np.reshape(x.swapaxes(1, 2), (head, heads, -1), order="F", copy=False)
-        if out is None or out is x:
-            out_view = None if out is None else view
-        else:
-            out_view = np.reshape(out.swapaxes(1, 2), view.shape, order="F", copy=False)
-    except ValueError:
+    view = collapsed(x.swapaxes(1, 2), "F")
+    out_view = None if out is None else view if out is x else collapsed(out.swapaxes(1, 2), "F")
+    if view is None or (out is not None and out_view is None):
         return None
+    seq, heads = shape[1], shape[2]
     if isinstance(positions, np.ndarray) and positions.ndim > 2:
         positions = positions.reshape(seq, -1, order="F")
     return view, out_view, (positions, seq, heads)

@@ -14,9 +14,10 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ._kernels import F16_RECORD
+__all__ = ["F16_RECORD", "collapsed", "grown_copy", "may_share", "merged", "run_forward"]
 
-__all__ = ["grown_copy", "may_share", "merged", "run_forward"]
+F16_RECORD = np.dtype([("bits", "<u2")])
+"""How float16 arrays are passed to kernels: the same bytes under a record dtype."""
 
 _F16 = np.dtype(np.float16)
 
@@ -31,7 +32,7 @@ def _kernel_output(out: np.ndarray) -> np.ndarray:
     return out.view(np.uint16) if out.dtype == _F16 else out
 
 
-def _collapsed(a: np.ndarray, order: Literal["C", "F"]) -> np.ndarray | None:
+def collapsed(a: np.ndarray, order: Literal["C", "F"]) -> np.ndarray | None:
     """``a`` with its axes from the third on merged into one, without copying,
     or None if the strides forbid it."""
     try:
@@ -50,7 +51,7 @@ def merged(
     laid out alike merge alike, so later ones can simply be reshaped."""
     orders: tuple[Literal["C", "F"], ...] = ("C", "F")
     for order in orders:
-        views = [_collapsed(a, order) for a in arrays]
+        views = [collapsed(a, order) for a in arrays]
         if all(v is not None for v in views):
             return tuple(v for v in views if v is not None), order
     return None
