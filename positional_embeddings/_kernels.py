@@ -41,7 +41,7 @@ from . import _parallel
 from ._jit import JIT, JIT_INLINED
 from ._julia_math import f32_bits, f32_from_bits, pow_f64, sincos_f32, sincos_f64
 from ._parallel import run_ranges
-from ._views import collapsed
+from ._views import viewed
 
 __all__ = [
     "Direct",
@@ -268,20 +268,30 @@ def _ov_table_row(h1, h2, shared):  # type: ignore[no-untyped-def]
 def _position(positions, s, b):  # type: ignore[no-untyped-def]
     """The table column for ``x[:, s, b]``: ``s + offset`` for an integer offset,
     ``positions[s]`` for one id per sequence position, ``positions[s, b]`` for
-    one id per position and batch column; for ``(positions, seq, heads)``
-    (``exchanged``: ``x`` is a (head, heads, seq*batch) view), the column of
-    sequence index ``b % seq`` and batch column ``s + heads * (b // seq)``."""
+    one id per position and batch column.  For views ``exchanged`` gave, the
+    column of that sequence index and batch column: for ``(positions, seq,
+    heads)`` (``x`` a (head, heads, seq*batch) view) sequence index ``b %
+    seq`` and batch column ``s + heads * (b // seq)``; for ``(positions,
+    heads)`` (``x`` a (head, heads*seq, batch) view) sequence index ``s //
+    heads`` and batch column ``s % heads + heads * b``."""
 
 
 @overload(_position, jit_options=JIT)
 def _ov_position(positions, s, b):  # type: ignore[no-untyped-def]
-    if isinstance(positions, types.BaseTuple):
+    if isinstance(positions, types.BaseTuple) and len(positions) == 3:
 
-        def exchanged_position(positions, s, b):  # type: ignore[no-untyped-def]
+        def seq_with_batch(positions, s, b):  # type: ignore[no-untyped-def]
             inner, seq, heads = positions
             return _position(inner, b % seq, s + heads * (b // seq))
 
-        return exchanged_position
+        return seq_with_batch
+    if isinstance(positions, types.BaseTuple):
+
+        def heads_with_seq(positions, s, b):  # type: ignore[no-untyped-def]
+            inner, heads = positions
+            return _position(inner, s // heads, s % heads + heads * b)
+
+        return heads_with_seq
     if isinstance(positions, types.Integer):
         return lambda positions, s, b: s + positions
     if positions.ndim == 1:
@@ -342,6 +352,18 @@ def _ov_written(x, out):  # type: ignore[no-untyped-def]
     if isinstance(out, types.NoneType):
         return lambda x, out: x
     return lambda x, out: out
+
+
+def _written_column(column, out, s, b):  # type: ignore[no-untyped-def]
+    """The column a loop writes for ``column`` (``x[:, s, b]``): ``out[:, s,
+    b]``, or ``column`` itself in place (``out`` None, as ``_written``)."""
+
+
+@overload(_written_column, jit_options=JIT, inline="always")
+def _ov_written_column(column, out, s, b):  # type: ignore[no-untyped-def]
+    if isinstance(out, types.NoneType):
+        return lambda column, out, s, b: column
+    return lambda column, out, s, b: out[:, s, b]
 
 
 @intrinsic
@@ -452,7 +474,7 @@ def _rotate_column(x, out, cos, sin, pairing, shared, positions, s, b):  # type:
 
 @overload(_rotate_column, jit_options=JIT, inline="always")
 def _ov_rotate_column(x, out, cos, sin, pairing, shared, positions, s, b):  # type: ignore[no-untyped-def]
-    if isinstance(out, types.Array) and "A" in (x.layout, out.layout):
+    if "A" in (x.layout, getattr(out, "layout", None)):
         return _rotate_column_run
     return _rotate_column_indexed
 
@@ -461,6 +483,7 @@ def _rotate_column_indexed(x, out, cos, sin, pairing, shared, positions, s, b): 
     """``_rotate_column`` element by element, for contiguous arrays and in
     place: the compiler sees the arrays' layout and checks them for overlap
     once for a whole loop over columns."""
+    out = _written(x, out)
     half = x.shape[0] // 2
     p = _position(positions, s, b)
     for i in range(half):
@@ -469,15 +492,17 @@ def _rotate_column_indexed(x, out, cos, sin, pairing, shared, positions, s, b): 
 
 
 def _rotate_column_run(x, out, cos, sin, pairing, shared, positions, s, b):  # type: ignore[no-untyped-def]
-    """``_rotate_column`` for two arrays, one of them strided (such as a
-    slice of a larger array): through the column's runs in ``x`` and ``out``,
-    typed as contiguous where their elements are adjacent.  Indexed as
-    strided arrays, they could not be checked for overlap, and the loop ran
-    element by element: (128, 512, 32) float32 cut from a longer F-order
-    array took 1.2-1.5x the time with ``out=`` and allocating (in place, one
-    array, was already as fast as F order)."""
+    """``_rotate_column`` for strided arrays (such as a slice of a larger
+    array): through the column's runs in ``x`` and ``out`` (in place, one
+    run, read and written), typed as contiguous where their elements are
+    adjacent.  Indexed as strided arrays, they could not be checked for
+    overlap, and the loop ran element by element: (128, 512, 32) float32 cut
+    from a longer F-order array took 1.2-1.5x the time with ``out=`` and
+    allocating; Hugging Face's queries cut from a cache, (128, 8, 32, 4)
+    float32 in place on (head, heads*seq, batch) views, 1.6x."""
     p = _position(positions, s, b)
-    column, target = x[:, s, b], out[:, s, b]
+    column = x[:, s, b]
+    target = _written_column(column, out, s, b)
     if _adjacent(column) and _adjacent(target):
         _rotate_run(
             _typed_contiguous(column),
@@ -535,16 +560,16 @@ def _pass_through_row(x, out, s):  # type: ignore[no-untyped-def]
 @numba.njit(**JIT)
 def _rope_inner_head(x, out, cos, sin, pairing, shared, positions, start, stop):  # type: ignore[no-untyped-def]
     """RoPE with the head axis innermost (F order); outer range over (batch, seq)."""
-    out = _written(x, out)
+    written = _written(x, out)
     head, seq, batch = x.shape
-    count, size = _blocks_down(start, stop, seq * batch, out.nbytes)
+    count, size = _blocks_down(start, stop, seq * batch, written.nbytes)
     for k in range(count):
         lo, hi = _block_down(start, stop, size, k)
         for b in _rows(lo, hi, seq):
             for s in _columns(lo, hi, seq, b):
                 _rotate_column(x, out, cos, sin, pairing, shared, positions, s, b)
                 if head % 2:
-                    out[head - 1, s, b] = _pass_through(x[head - 1, s, b], out)
+                    written[head - 1, s, b] = _pass_through(x[head - 1, s, b], written)
 
 
 @numba.njit(**JIT)
@@ -571,9 +596,9 @@ def _rope_positions_outer_head(x, out, cos, sin, pairing, shared, positions, sta
     every batch column of one position in a loop over the whole batch axis.
     For arrays whose seq axis has the largest stride, and for a few
     positions (decoding, see ``_FEW_POSITIONS``)."""
-    out = _written(x, out)
+    written = _written(x, out)
     head, seq, batch = x.shape
-    count, size = _blocks_down(start, stop, seq, out.nbytes)
+    count, size = _blocks_down(start, stop, seq, written.nbytes)
     for k in range(count):
         lo, hi = _block_down(start, stop, size, k)
         for s in range(lo, hi):
@@ -581,7 +606,7 @@ def _rope_positions_outer_head(x, out, cos, sin, pairing, shared, positions, sta
                 _rotate_column(x, out, cos, sin, pairing, shared, positions, s, b)
             if head % 2:
                 for b in range(batch):
-                    out[head - 1, s, b] = _pass_through(x[head - 1, s, b], out)
+                    written[head - 1, s, b] = _pass_through(x[head - 1, s, b], written)
 
 
 @numba.njit(**JIT)
@@ -663,9 +688,10 @@ C order 0.52-0.58x the time of the usual loop, F order 0.8-0.9x; two
 positions 0.7x and 0.9x; three or four no faster."""
 
 
-Positions = int | np.ndarray | tuple[Any, int, int]
+Positions = int | np.ndarray | tuple[Any, int, int] | tuple[Any, int]
 """Where a RoPE loop reads the tables (``_position``): an offset, ids, or
-``(offset or ids, seq, heads)`` for views ``exchanged`` gave."""
+``(offset or ids, seq, heads)`` and ``(offset or ids, heads)`` for views
+``exchanged`` gave."""
 
 
 def _traffic(x: np.ndarray, out: np.ndarray | None) -> int:
@@ -756,8 +782,9 @@ def exchanged(
     x: np.ndarray, out: np.ndarray | None, positions: int | np.ndarray
 ) -> tuple[np.ndarray, np.ndarray | None, Positions] | None:
     """The call of ``x`` (head, seq, heads, batch...) into ``out`` on (head,
-    heads, seq*batch) views, for arrays stored with their heads inside each
-    position; None for other layouts, or where such views would copy.
+    heads, seq*batch) or (head, heads*seq, batch) views, for arrays stored
+    with their heads inside each position; None for other layouts, or where
+    both views would copy.
 
     Such arrays are views of (batch..., seq, heads, head) arrays: Hugging
     Face's (batch, seq, heads, head_dim) queries with their axes reversed,
@@ -765,24 +792,48 @@ def exchanged(
     sequence.  With their axes 1 and 2 exchanged and (seq, batch...) merged
     in F order they are F-contiguous, which the compiler vectorises (its
     loop along the head ran 2-2.5x faster than on the same elements seen as
-    strided), and one loop runs them whatever their batch axes.  Returns
-    the views of ``x`` and ``out`` (None stays None, ``x`` itself stays the
-    view of ``x``) and the positions the loops read for them (``_position``):
-    ``(positions, seq, heads)``, ids per column as (seq, heads*batch).
+    strided), and one loop runs them whatever their batch axes.  Where the
+    seq axis does not merge with the batch (queries cut from a longer
+    cache), it merges with the heads instead (all but a cut of the heads,
+    such as a fused projection's part, which the first merge takes).
+    Returns the views of ``x`` and ``out`` (None stays None, ``x`` itself
+    stays the view of ``x``) and the positions the loops read for them
+    (``_exchanged_positions``).
     """
     shape, strides = x.shape, x.strides
     if shape[0] <= 1 or shape[1] <= 1 or shape[2] <= 1 or abs(strides[2]) >= abs(strides[1]):
         return None
     if any(n > 1 and abs(step) < abs(strides[0]) for n, step in zip(shape, strides, strict=True)):
         return None
-    view = collapsed(x.swapaxes(1, 2), "F")
-    out_view = None if out is None else view if out is x else collapsed(out.swapaxes(1, 2), "F")
-    if view is None or (out is not None and out_view is None):
-        return None
-    seq, heads = shape[1], shape[2]
+    head, seq, heads = shape[:3]
+    for columns in (heads, heads * seq):
+        x_view = _exchanged_view(x, columns)
+        if x_view is None:
+            continue
+        out_view = None if out is None else x_view if out is x else _exchanged_view(out, columns)
+        if out is None or out_view is not None:
+            return x_view, out_view, _exchanged_positions(positions, seq, heads, columns)
+    return None
+
+
+def _exchanged_view(a: np.ndarray, columns: int) -> np.ndarray | None:
+    """``a`` (head, seq, heads, batch...) as a (head, columns, rest) view
+    of its axes (head, heads, seq, batch...) merged in F order, or None
+    where that would copy."""
+    return viewed(a.swapaxes(1, 2), (a.shape[0], columns, -1), "F")
+
+
+def _exchanged_positions(
+    positions: int | np.ndarray, seq: int, heads: int, columns: int
+) -> Positions:
+    """What the loops read (``_position``) for positions of an array (head,
+    seq, heads, batch...) on ``exchanged`` views of ``columns`` columns:
+    ``(positions, seq, heads)`` on (head, heads, seq*batch) views,
+    ``(positions, heads)`` on (head, heads*seq, batch) views; ids per
+    column of several batch axes as (seq, heads*batch)."""
     if isinstance(positions, np.ndarray) and positions.ndim > 2:
         positions = positions.reshape(seq, -1, order="F")
-    return view, out_view, (positions, seq, heads)
+    return (positions, seq, heads) if columns == heads else (positions, heads)
 
 
 def _stop(positions: np.ndarray) -> int:
@@ -848,23 +899,25 @@ def rope_direct(
     found = _compiled(kernel, x3, out3, args, kernel_positions, length, traffic)
     if found is None or views is None:
         return found
-    return _on_exchanged(found[0], x.shape), args, length
+    return _on_exchanged(found[0], x.shape, x3.shape[1]), args, length
 
 
-def _on_exchanged(entry: Callable[..., None], shape: tuple[int, ...]) -> Callable[..., None]:
-    """``entry``, found for the views ``exchanged`` gives of arrays of
-    ``shape``, as an entry of such arrays and their positions (an offset,
-    or ids of one batch axis: those of more are never remembered).  Views,
-    never copies: the record is only for arrays laid out as those
-    ``exchanged`` viewed, up to the strides of axes of length 1, which
-    numpy's reshape ignores."""
+def _on_exchanged(
+    entry: Callable[..., None], shape: tuple[int, ...], columns: int
+) -> Callable[..., None]:
+    """``entry``, found for the views of ``columns`` columns ``exchanged``
+    gives of arrays of ``shape``, as an entry of such arrays and their
+    positions (an offset, or ids of one batch axis: those of more are never
+    remembered).  Views, never copies: the record is only for arrays laid
+    out as those ``exchanged`` viewed, up to the strides of axes of length
+    1, which numpy's reshape ignores."""
     head, seq, heads = shape[:3]
 
     def view(a: np.ndarray) -> np.ndarray:
         exchanged_axes = a.swapaxes(1, 2)
         if len(shape) == 3:
             return exchanged_axes
-        return exchanged_axes.reshape((head, heads, -1), order="F")
+        return exchanged_axes.reshape((head, columns, -1), order="F")
 
     def call(x: np.ndarray, out: np.ndarray | None, *rest: Any) -> None:
         positions, start, stop = rest[-3:]
@@ -872,7 +925,7 @@ def _on_exchanged(entry: Callable[..., None], shape: tuple[int, ...]) -> Callabl
             view(x),
             None if out is None else view(out),
             *rest[:-3],
-            (positions, seq, heads),
+            _exchanged_positions(positions, seq, heads, columns),
             start,
             stop,
         )

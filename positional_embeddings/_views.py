@@ -14,7 +14,15 @@ from typing import Any, Literal
 
 import numpy as np
 
-__all__ = ["F16_RECORD", "collapsed", "grown_copy", "may_share", "merged", "run_forward"]
+__all__ = [
+    "F16_RECORD",
+    "collapsed",
+    "grown_copy",
+    "may_share",
+    "merged",
+    "run_forward",
+    "viewed",
+]
 
 F16_RECORD = np.dtype([("bits", "<u2")])
 """How float16 arrays are passed to kernels: the same bytes under a record dtype."""
@@ -32,13 +40,19 @@ def _kernel_output(out: np.ndarray) -> np.ndarray:
     return out.view(np.uint16) if out.dtype == _F16 else out
 
 
+def viewed(a: np.ndarray, shape: tuple[int, ...], order: Literal["C", "F"]) -> np.ndarray | None:
+    """``a`` reshaped to ``shape`` in ``order`` without copying, or None if
+    the strides forbid it."""
+    try:
+        return np.reshape(a, shape, order=order, copy=False)
+    except ValueError:
+        return None
+
+
 def collapsed(a: np.ndarray, order: Literal["C", "F"]) -> np.ndarray | None:
     """``a`` with its axes from the third on merged into one, without copying,
     or None if the strides forbid it."""
-    try:
-        return np.reshape(a, (*a.shape[:2], -1), order=order, copy=False)
-    except ValueError:
-        return None
+    return viewed(a, (*a.shape[:2], -1), order)
 
 
 def merged(

@@ -504,7 +504,8 @@ def test_repeated_calls_split_over_threads_take_the_direct_path(monkeypatch, ord
 
 def test_layouts_never_remembered_are_not_probed_at_every_call(monkeypatch):
     """Layouts that no call is remembered for (Hugging Face's queries cut
-    from a longer cache, whose axes merge in no order; AbsolutePE over more
+    from a longer cache along both the positions and the heads, whose axes
+    merge in no order; AbsolutePE over more
     positions than a decoding step; an ``out`` not laid out as a new output)
     are found out at their first call: later calls of them neither probe
     ``out``'s layout (an array of its size) nor search for a loop, and give
@@ -517,9 +518,9 @@ def test_layouts_never_remembered_are_not_probed_at_every_call(monkeypatch):
     )
     rope, pe = RoPE(8, 40), AbsolutePE(8, 40)
     values = sample((8, 30, 5, 2), np.float32, seed=44)
-    cache = np.zeros((2, 40, 5, 8), np.float32)  # (batch, seq, heads, head) in memory
-    cache[:, :30] = values.transpose(3, 1, 2, 0)
-    hugging_face = cache[:, :30].transpose(3, 1, 2, 0)
+    cache = np.zeros((2, 40, 6, 8), np.float32)  # (batch, seq, heads, head) in memory
+    cache[:, :30, :5] = values.transpose(3, 1, 2, 0)
+    hugging_face = cache[:, :30, :5].transpose(3, 1, 2, 0)
     expected = reference.rope_apply(values, rope.cos_cached[:, :30], rope.sin_cached[:, :30])
     strided_out = np.empty((8, 30, 10), np.float32)[:, :, ::2]
     positions = sample((30, 8, 5), np.float32, seed=45)
@@ -618,19 +619,51 @@ def test_ids_per_column_of_several_batch_axes_are_checked_every_time(monkeypatch
     assert len(calls) == 3
 
 
-@pytest.mark.parametrize("batch", [(), (2,), (2, 3)])
-def test_hugging_face_queries_run_as_one_loop_and_are_remembered(monkeypatch, batch):
+def hugging_face_queries(values: np.ndarray, cut: bool) -> np.ndarray:
+    """``values`` (head, seq, heads, batch...) as a view of a C-contiguous
+    (batch..., seq, heads, head) array (Hugging Face's queries with their
+    axes reversed), or with ``cut``, of the first ``seq`` positions of a
+    longer one (a cache), whose other positions are zeros."""
+    axes = (*range(values.ndim - 1, 2, -1), 1, 2, 0)
+    if not cut:
+        return stored(values, axes)
+    memory = values.transpose(axes)
+    longer = list(memory.shape)
+    longer[-3] += 3
+    cache = np.zeros(longer, values.dtype)
+    first = cache[..., : values.shape[1], :, :]
+    first[...] = memory
+    return first.transpose(np.argsort(axes))
+
+
+def assert_in_place_on_the_cut(step, values: np.ndarray, expected: np.ndarray) -> None:
+    """``step(y, out=y)`` on queries cut from a cache gives ``expected`` and
+    leaves the cache's other positions as they were."""
+    y = hugging_face_queries(values, cut=True)
+    assert step(y, out=y) is y
+    assert_bitwise_equal(y, expected)
+    assert not y.base[..., values.shape[1] :, :, :].any()
+
+
+@pytest.mark.parametrize(
+    ("batch", "cut"),
+    [((), False), ((2,), False), ((2, 3), False), ((2,), True), ((2, 3), True)],
+    ids=["3-D", "4-D", "5-D", "4-D cut from a cache", "5-D cut from a cache"],
+)
+def test_hugging_face_queries_run_as_one_loop_and_are_remembered(monkeypatch, batch, cut):
     """(head, seq, heads, batch...) views of (batch..., seq, heads, head)
-    arrays (Hugging Face's queries with their axes reversed) run as one loop
-    over (head, heads, seq*batch) views, whatever their batch axes, with no
-    array of ids built for them; after a first checked call of each kind
-    (allocating or ``out``, in place), later ones at other offsets and ids
-    skip the checks.  The oracle's bits every time."""
+    arrays (Hugging Face's queries with their axes reversed), whole or cut
+    from a cache (then their seq axis merges with their heads, not with
+    their batch axes: (head, heads*seq, batch) views), run as one loop whatever their batch axes, with no array of ids built
+    for them; after a first checked call of each kind (allocating or
+    ``out``, in place), later ones at other offsets and ids skip the checks
+    (not in place on the cut itself: only layouts of a new output are
+    remembered).  The oracle's bits every time."""
     runs = runs_recorded(monkeypatch, 1)
     head, seq, heads = 8, 5, 3
     rope = RoPE(head, 40)
     values = sample((head, seq, heads, *batch), np.float32, seed=47)
-    x = stored(values, (*range(values.ndim - 1, 2, -1), 1, 2, 0))
+    x = hugging_face_queries(values, cut)
     rng = np.random.default_rng(47)
     kinds = [np.arange(seq) + 9, rng.integers(0, 40, seq)]
     if not batch:  # ids per column are remembered for one batch axis
@@ -645,19 +678,25 @@ def test_hugging_face_queries_run_as_one_loop_and_are_remembered(monkeypatch, ba
             return partial(rope, offset=int(where[0])), expected
         return partial(rope, positions=where), expected
 
+    def every_way(step, expected) -> None:
+        assert_every_way_of_writing(step, x, expected)
+        if cut:
+            assert_in_place_on_the_cut(step, values, expected)
+
     for where in kinds:
         runs.clear()
         step, expected = call(where)
-        assert_every_way_of_writing(step, x, expected)
+        every_way(step, expected)
         # Checked: the new output and in place; out= is laid out as the new output (remembered).
         assert [(run.kernel, run.length) for run in runs] == [
             (_kernels._rope_inner_head, heads * seq * math.prod(batch))
-        ] * 2
+        ] * (2 + cut)
     if batch:  # ids per column of several batch axes: checked at every call, one loop still
         runs.clear()
         step, expected = call(rng.integers(0, 40, x.shape[1:]))
-        assert_every_way_of_writing(step, x, expected)
-        assert {run.kernel for run in runs} == {_kernels._rope_inner_head} and len(runs) == 3
+        every_way(step, expected)
+        assert {run.kernel for run in runs} == {_kernels._rope_inner_head}
+        assert len(runs) == 3 + cut
     monkeypatch.setattr(RoPE, "_apply", refuse_checked_path)
     for where in [np.arange(seq), np.arange(seq) + 35, *(kind[::-1].copy() for kind in kinds[1:])]:
         step, expected = call(where)
