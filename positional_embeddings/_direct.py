@@ -24,10 +24,12 @@ class DirectCalls:
     ids, for ids of the same shape, strides and dtype): the next such call
     skips the checks' slow path, the choice of loop and Numba's type
     dispatch, and is checked only for what can change between two such
-    inputs (the offset's or the ids' range, and ``out``).  Only a call whose
-    output is laid out as a new output would be (``np.empty_like`` of ``x``,
-    in its memory order) is remembered, since an allocating call then gets
-    that layout.  Inputs of more than 3 dims are remembered where their axes
+    inputs (the offset's or the ids' range, and ``out``).  A call into an
+    ``out`` is remembered only where ``out`` is laid out as a new output
+    would be (``np.empty_like`` of ``x``, in its memory order), since an
+    allocating call then gets that layout; in place, whatever the layout of
+    ``x`` (a key rotated where it stands in a cache: such records are for
+    in-place calls only).  Inputs of more than 3 dims are remembered where their axes
     from the third on merge into one without copying (``merged``): the
     remembered call runs on such 3-D views; where they do not, the loop is
     looked for on the arrays themselves (RoPE runs some such layouts on
@@ -143,19 +145,22 @@ class DirectCalls:
         find: Callable[[np.ndarray, np.ndarray | None], Direct | None],
     ) -> tuple[Literal["C", "F"] | None, Callable[..., None], tuple[Any, ...], int] | None:
         """The memory order of a new output (None: neither C nor F, made by
-        ``np.empty_like`` of ``x``) and the loop to remember for ``x`` into
-        ``out`` (``remember``'s arguments), or None where ``out`` is not laid
-        out as a new output would be or ``find`` finds none."""
-        new = np.empty_like(x, out.dtype)  # what an allocating call writes
-        if not _same_steps(out, new):
-            return None
-        flags = new.flags
-        order: Literal["C", "F"] | None = (
-            "C" if flags.c_contiguous else "F" if flags.f_contiguous else None
-        )
+        ``np.empty_like`` of ``x``; None in place, where none is made) and
+        the loop to remember for ``x`` into ``out`` (``remember``'s
+        arguments), or None where ``out``, not ``x`` itself, is not laid out
+        as a new output would be, or ``find`` finds none."""
+        order: Literal["C", "F"] | None = None
+        arrays: tuple[np.ndarray, ...] = (x,)
+        if not in_place:
+            new = np.empty_like(x, out.dtype)  # what an allocating call writes
+            if not _same_steps(out, new):
+                return None
+            flags = new.flags
+            order = "C" if flags.c_contiguous else "F" if flags.f_contiguous else None
+            arrays = (x, out, new)
         views: tuple[np.ndarray, ...] = (x, out)
         merge: Literal["C", "F"] | None = None
-        found_views = merged(x, out, new) if x.ndim > 3 else None
+        found_views = merged(*arrays) if x.ndim > 3 else None
         if found_views is not None:
             views, merge = found_views
         found = find(views[0], None if in_place else views[1])

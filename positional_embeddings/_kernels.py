@@ -41,7 +41,7 @@ from . import _parallel
 from ._jit import JIT, JIT_INLINED
 from ._julia_math import f32_bits, f32_from_bits, pow_f64, sincos_f32, sincos_f64
 from ._parallel import run_ranges
-from ._views import viewed
+from ._views import merged, viewed
 
 __all__ = [
     "Direct",
@@ -795,17 +795,25 @@ def exchanged(
     strided), and one loop runs them whatever their batch axes.  Where the
     seq axis does not merge with the batch (queries cut from a longer
     cache), it merges with the heads instead (all but a cut of the heads,
-    such as a fused projection's part, which the first merge takes).
+    such as a fused projection's part, which the first merge takes).  A
+    decoding step (seq 1) is taken only where its heads and batch axes do
+    not merge (cut from a cache, a fused projection's part): merged, they
+    run as (head, 1, heads*batch) views with no exchange.
     Returns the views of ``x`` and ``out`` (None stays None, ``x`` itself
     stays the view of ``x``) and the positions the loops read for them
     (``_exchanged_positions``).
     """
     shape, strides = x.shape, x.strides
-    if shape[0] <= 1 or shape[1] <= 1 or shape[2] <= 1 or abs(strides[2]) >= abs(strides[1]):
+    if shape[0] <= 1 or shape[1] == 0 or shape[2] <= 1:
+        return None
+    if shape[1] == 1:  # a decoding step: only where its other axes do not merge
+        if x.ndim == 3 or merged(x) is not None:
+            return None
+    elif abs(strides[2]) >= abs(strides[1]):
         return None
     if any(n > 1 and abs(step) < abs(strides[0]) for n, step in zip(shape, strides, strict=True)):
         return None
-    head, seq, heads = shape[:3]
+    seq, heads = shape[1], shape[2]
     for columns in (heads, heads * seq):
         x_view = _exchanged_view(x, columns)
         if x_view is None:
