@@ -297,6 +297,24 @@ def stored_queries(settings: Settings, seq: int) -> Row:
     return _measure("decode", case, x, "", contenders, floor, settings)
 
 
+def cached_key(settings: Settings, cache: tuple[int, ...]) -> Row:
+    """One token of decoding where Hugging Face's cache holds it: the key at
+    position 17 of a (batch, seq, heads, head_dim) float32 cache ``cache``
+    (``(4, 4096, 8, 128)``) reversed to Julia's axes, a ``(128, 1, 8, 4)``
+    view whose heads and batch axes do not merge, rotated there in place
+    against ``np.copyto`` into it (numpy and torch: their formula on it)."""
+    rope = RoPE(cache[-1], cache[1])
+    key = _array(cache, np.float32, "C")[:, 17:18].transpose(3, 1, 2, 0)
+    contenders: dict[str, Callable[[], object] | None] = {
+        "floor": partial(np.copyto, key, key.copy(order="K")),
+        "ours": partial(rope, key, offset=17, out=key),
+        "numpy": rope_numpy(rope, key),
+        "torch": rope_torch(rope, key),
+    }
+    case = "decode rope(k, out=k), k in a (batch, seq, heads, head) cache"
+    return _measure("decode", case, key, "", contenders, "np.copyto", settings)
+
+
 def pe_decode(settings: Settings, order: str, batch_first: bool = False) -> Row:
     """AbsolutePE's decoding step at position 0: ``pe(x)`` on ``(1, 512, 32)``
     float32 (the Julia docs' features and batch), or ``pe(x,
@@ -437,7 +455,8 @@ def all_cases(quick: bool) -> list[Case]:
     the Julia docs' ``(64, 100, 256)``, a large ``(128, 2048, 128)`` (128 MB
     in float32, 256 MB in float64), an in-cache ``(128, 512, 32)``, the
     decoding step ``(128, 1, 32)`` (and as a 4-D view ``(128, 1, 8, 4)``, with
-    a chunk of 8 positions ``(128, 8, 8, 4)`` in the same layout), a
+    a chunk of 8 positions ``(128, 8, 8, 4)`` in the same layout, and a
+    key rotated in place in a ``(4, 4096, 8, 128)`` cache), a
     call split over one and over two threads at 4, 8 and 16 MB ``(128, n,
     32)`` with a copy split over two threads beside it, AbsolutePE on the
     Julia docs' ``(100, 512, 32)``, on ``(4096, 512, 16)`` and its decoding
@@ -480,6 +499,9 @@ def all_cases(quick: bool) -> list[Case]:
         for order in "CF"
     ]
     cases += [Case("decode", partial(stored_queries, seq=seq)) for seq in (1, 8)]
+    cases.append(
+        Case("decode", partial(cached_key, cache=size((4, 4096, 8, 128), (2, 32, 8, 128))))
+    )
     cases += [Case("decode", partial(pe_decode, order=order)) for order in "CF"]
     cases.append(Case("decode", partial(pe_decode, order="C", batch_first=True)))
     absolute = size((4096, 512, 16), (64, 512, 2))
