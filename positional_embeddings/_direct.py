@@ -29,11 +29,11 @@ class DirectCalls:
     would be (``np.empty_like`` of ``x``, in its memory order), since an
     allocating call then gets that layout; in place, whatever the layout of
     ``x`` (a key rotated where it stands in a cache: such records are for
-    in-place calls only).  Inputs of more than 3 dims are remembered where their axes
-    from the third on merge into one without copying (``merged``): the
-    remembered call runs on such 3-D views; where they do not, the loop is
-    looked for on the arrays themselves (RoPE runs some such layouts on
-    views of its own, ``exchanged``).
+    in-place calls only).  Inputs of more than 3 dims are remembered where
+    their axes from the third on merge into one without copying
+    (``merged``): the remembered call runs on such 3-D views; where they do
+    not, the loop is looked for on the arrays themselves (RoPE runs some
+    such layouts on views of its own, ``exchanged``).
 
     A layout that no call can be remembered for (its loop reads other
     tables, or ``out`` is not laid out as a new output) is remembered as

@@ -799,6 +799,7 @@ def exchanged(
     decoding step (seq 1) is taken only where its heads and batch axes do
     not merge (cut from a cache, a fused projection's part): merged, they
     run as (head, 1, heads*batch) views with no exchange.
+
     Returns the views of ``x`` and ``out`` (None stays None, ``x`` itself
     stays the view of ``x``) and the positions the loops read for them
     (``_exchanged_positions``).
