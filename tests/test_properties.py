@@ -29,11 +29,20 @@ TABLE_DTYPES = st.sampled_from([np.float16, np.float32, np.float64])
 def arrays_in_any_layout(draw, first: int, second: int, dtypes=INPUT_DTYPES):
     """An array (first, second, rest...) as C, F, a strided, reversed view, a
     slice of a longer array, or a view of a contiguous array that stores its
-    axes in another order."""
+    axes in another order, whole or a part of it cut along one axis (a
+    cache's first positions, a fused projection's queries)."""
     dtype = draw(dtypes)
     shape = (first, second, *tuple(draw(st.lists(st.integers(0, 3), min_size=1, max_size=3))))
     x = draw(hnp.arrays(dtype, shape, elements=_elements(dtype)))
-    layout = draw(st.sampled_from(["C", "F", "strided", "stored", "sliced"]))
+    layout = draw(st.sampled_from(["C", "F", "strided", "stored", "stored and cut", "sliced"]))
+    if layout == "stored and cut":
+        axes = draw(st.permutations(range(x.ndim)))
+        longer = list(shape)
+        longer[draw(st.integers(0, x.ndim - 1))] += draw(st.integers(1, 3))
+        memory = np.zeros([longer[axis] for axis in axes], dtype)
+        view = memory.transpose(np.argsort(axes))[tuple(slice(n) for n in shape)]
+        view[...] = x
+        return view
     if layout == "F":
         return np.asfortranarray(x)
     if layout == "sliced":  # a part of a longer array, C or F, its innermost stride 1
@@ -87,7 +96,8 @@ def test_repeated_calls_give_the_bits_of_the_first(data, half, channels):
     """A second round of calls on arrays of one layout, which takes the
     remembered loop wherever one is kept (3-D and merged N-D layouts alike),
     gives the bits of the first, checked round: allocating, with ``out=`` and
-    in place, at one offset."""
+    in place (into a compact copy, and into ``x`` itself, whatever its
+    layout), at one offset."""
     dtype = data.draw(st.sampled_from([np.float32, np.float64]))
     seq = data.draw(st.integers(1, 3))
     offset = data.draw(st.integers(0, 6 - seq))
@@ -100,6 +110,11 @@ def test_repeated_calls_give_the_bits_of_the_first(data, half, channels):
         expected = step(x)
         for _ in range(2):
             assert_every_way_of_writing(step, x, expected)
+        before = x.copy()
+        for _ in range(2):
+            assert step(x, out=x) is x
+            assert_bitwise_equal(x, expected)
+            x[...] = before
 
 
 @given(data=st.data(), half=st.integers(1, 8))
