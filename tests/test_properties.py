@@ -17,7 +17,7 @@ from positional_embeddings import AbsolutePE, RoPE, _kernels, create_padding_mas
 
 import reference
 from comparisons import assert_bitwise_equal, assert_every_way_of_writing
-from test_rope import stored
+from test_rope import stored, stored_part
 
 INPUT_DTYPES = st.sampled_from(
     [np.float16, np.float32, np.float64, np.int64, np.int16, np.uint8, np.bool_]
@@ -37,12 +37,7 @@ def arrays_in_any_layout(draw, first: int, second: int, dtypes=INPUT_DTYPES):
     layout = draw(st.sampled_from(["C", "F", "strided", "stored", "stored and cut", "sliced"]))
     if layout == "stored and cut":
         axes = draw(st.permutations(range(x.ndim)))
-        longer = list(shape)
-        longer[draw(st.integers(0, x.ndim - 1))] += draw(st.integers(1, 3))
-        memory = np.zeros([longer[axis] for axis in axes], dtype)
-        view = memory.transpose(np.argsort(axes))[tuple(slice(n) for n in shape)]
-        view[...] = x
-        return view
+        return stored_part(x, axes, draw(st.integers(0, x.ndim - 1)), draw(st.integers(1, 3)))
     if layout == "F":
         return np.asfortranarray(x)
     if layout == "sliced":  # a part of a longer array, C or F, its innermost stride 1

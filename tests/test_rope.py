@@ -72,6 +72,19 @@ def stored(values: np.ndarray, axes) -> np.ndarray:
     return np.ascontiguousarray(values.transpose(axes)).transpose(np.argsort(axes))
 
 
+def stored_part(values: np.ndarray, axes, cut: int, extra: int) -> np.ndarray:
+    """``values`` as the first part of a C-contiguous array that holds its
+    axes in the order ``axes`` and is ``extra`` longer along axis ``cut`` of
+    ``values`` (zeros there): a cache's first positions, a fused
+    projection's queries."""
+    longer = list(values.shape)
+    longer[cut] += extra
+    memory = np.zeros([longer[axis] for axis in axes], values.dtype)
+    part = memory.transpose(np.argsort(axes))[tuple(slice(n) for n in values.shape)]
+    part[...] = values
+    return part
+
+
 # --- tables --------------------------------------------------------------------------
 
 
@@ -624,15 +637,7 @@ def hugging_face_queries(values: np.ndarray, cut: bool) -> np.ndarray:
     axes reversed), or with ``cut``, of the first ``seq`` positions of a
     longer one (a cache), whose other positions are zeros."""
     axes = (*range(values.ndim - 1, 2, -1), 1, 2, 0)
-    if not cut:
-        return stored(values, axes)
-    memory = values.transpose(axes)
-    longer = list(memory.shape)
-    longer[-3] += 3
-    cache = np.zeros(longer, values.dtype)
-    first = cache[..., : values.shape[1], :, :]
-    first[...] = memory
-    return first.transpose(np.argsort(axes))
+    return stored_part(values, axes, 1, 3) if cut else stored(values, axes)
 
 
 def assert_in_place_on_the_cut(step, values: np.ndarray, expected: np.ndarray) -> None:
