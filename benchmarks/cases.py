@@ -13,6 +13,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import numba
 import numpy as np
 
 from positional_embeddings import AbsolutePE, RoPE, _parallel
@@ -228,27 +229,32 @@ def thread_split(settings: Settings, shape: tuple[int, ...], threads: int) -> Ro
     return _measure("threads", case, x, "C", contenders, "np.copyto", settings)
 
 
+@numba.njit(nogil=True, cache=True)
+def _copy_range(source, target, start, stop, post):  # type: ignore[no-untyped-def]
+    """``target[start:stop] = source[start:stop]``: a copy split as the package's kernels are."""
+    _parallel.posted(post)
+    target[start:stop] = source[start:stop]
+
+
 def copy_split(settings: Settings, shape: tuple[int, ...]) -> Row:
-    """``np.copyto`` of a C-ordered float32 array, its two halves copied at
-    the same time by the calling thread and one of the package's pool
-    threads: what splitting a memory-bound call over two threads can gain
-    on this machine at all (the ceiling of the threaded rows)."""
+    """A copy of a C-ordered float32 array, its two halves copied at the
+    same time by the calling thread and the package's team thread, handed
+    over as the package hands over its kernels' ranges: what splitting a
+    memory-bound call over two threads can gain on this machine at all
+    (the ceiling of the threaded rows)."""
     x = _array(shape, np.float32, "C")
     out = np.empty_like(x)
-    half = x.size // 2
     source, target = x.reshape(-1), out.reshape(-1)
-    pool = _parallel._executor(1)
 
     def split() -> None:
-        upper = pool.submit(np.copyto, target[half:], source[half:])
-        np.copyto(target[:half], source[:half])
-        upper.result()
+        with _split_over(2):
+            _parallel.run_ranges(_copy_range, source.size, 2 * x.nbytes, source, target)
 
     contenders: dict[str, Callable[[], object] | None] = {
         "floor": partial(np.copyto, out, x),
         "ours": split,
     }
-    return _measure("threads", "np.copyto, 2 threads", x, "C", contenders, "np.copyto", settings)
+    return _measure("threads", "copy, 2 threads", x, "C", contenders, "np.copyto", settings)
 
 
 _CALL = {"new": "{}(x)", "out": "{}(x, out=out)", "x": "{}(x, out=x)"}

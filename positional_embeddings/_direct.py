@@ -8,6 +8,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ._kernels import Direct, ids_within
+from ._parallel import NO_POST
 from ._views import may_share, merged
 
 __all__ = ["DirectCalls"]
@@ -80,16 +81,16 @@ class DirectCalls:
         order, dtype, layout, _, entry, args, length = record
         if out is None:
             y = np.empty_like(x, dtype) if order is None else np.empty(shape, dtype, order)
-            entry(x, y, *args, where, 0, length)
+            entry(x, y, *args, where, 0, length, NO_POST)
             return y
         if out is x:
             if not x.flags.behaved:
                 return None
-            entry(x, None, *args, where, 0, length)
+            entry(x, None, *args, where, 0, length, NO_POST)
             return x
         if not _fits(out, x, layout):
             return None
-        entry(x, out, *args, where, 0, length)
+        entry(x, out, *args, where, 0, length, NO_POST)
         return out
 
     def remember(

@@ -40,7 +40,7 @@ from numba.extending import intrinsic, overload
 from . import _parallel
 from ._jit import JIT, JIT_INLINED
 from ._julia_math import f32_bits, f32_from_bits, pow_f64, sincos_f32, sincos_f64
-from ._parallel import run_ranges
+from ._parallel import NO_POST, posted, run_ranges
 from ._views import merged, viewed
 
 __all__ = [
@@ -558,8 +558,9 @@ def _pass_through_row(x, out, s):  # type: ignore[no-untyped-def]
 
 
 @numba.njit(**JIT)
-def _rope_inner_head(x, out, cos, sin, pairing, shared, positions, start, stop):  # type: ignore[no-untyped-def]
+def _rope_inner_head(x, out, cos, sin, pairing, shared, positions, start, stop, post):  # type: ignore[no-untyped-def]
     """RoPE with the head axis innermost (F order); outer range over (batch, seq)."""
+    posted(post)
     written = _written(x, out)
     head, seq, batch = x.shape
     count, size = _blocks_down(start, stop, seq * batch, written.nbytes)
@@ -573,9 +574,10 @@ def _rope_inner_head(x, out, cos, sin, pairing, shared, positions, start, stop):
 
 
 @numba.njit(**JIT)
-def _rope_inner_batch(x, out, cos, sin, pairing, shared, positions, start, stop):  # type: ignore[no-untyped-def]
+def _rope_inner_batch(x, out, cos, sin, pairing, shared, positions, start, stop, post):  # type: ignore[no-untyped-def]
     """RoPE with the batch axis innermost (C order); outer range over pairs
     (and, for an odd head, the unpaired last channel as one more unit)."""
+    posted(post)
     out = _written(x, out)
     half = x.shape[0] // 2
     count, size = _blocks_down(start, stop, (x.shape[0] + 1) // 2, out.nbytes)
@@ -591,11 +593,12 @@ def _rope_inner_batch(x, out, cos, sin, pairing, shared, positions, start, stop)
 
 
 @numba.njit(**JIT)
-def _rope_positions_outer_head(x, out, cos, sin, pairing, shared, positions, start, stop):  # type: ignore[no-untyped-def]
+def _rope_positions_outer_head(x, out, cos, sin, pairing, shared, positions, start, stop, post):  # type: ignore[no-untyped-def]
     """``_rope_inner_head`` with positions outermost: range over positions,
     every batch column of one position in a loop over the whole batch axis.
     For arrays whose seq axis has the largest stride, and for a few
     positions (decoding, see ``_FEW_POSITIONS``)."""
+    posted(post)
     written = _written(x, out)
     head, seq, batch = x.shape
     count, size = _blocks_down(start, stop, seq, written.nbytes)
@@ -610,10 +613,11 @@ def _rope_positions_outer_head(x, out, cos, sin, pairing, shared, positions, sta
 
 
 @numba.njit(**JIT)
-def _rope_positions_outer_batch(x, out, cos, sin, pairing, shared, positions, start, stop):  # type: ignore[no-untyped-def]
+def _rope_positions_outer_batch(x, out, cos, sin, pairing, shared, positions, start, stop, post):  # type: ignore[no-untyped-def]
     """``_rope_inner_batch`` with positions outermost: range over positions,
     every pair of one position in a loop over the whole head.  For arrays
     whose seq axis has the largest stride, and for a few positions."""
+    posted(post)
     out = _written(x, out)
     count, size = _blocks_down(start, stop, x.shape[1], out.nbytes)
     for k in range(count):
@@ -626,7 +630,7 @@ def _rope_positions_outer_batch(x, out, cos, sin, pairing, shared, positions, st
 
 
 @numba.njit(**JIT)
-def _rope_inner_seq(x, out, cos, sin, pairing, shared, positions, start, stop):  # type: ignore[no-untyped-def]
+def _rope_inner_seq(x, out, cos, sin, pairing, shared, positions, start, stop, post):  # type: ignore[no-untyped-def]
     """RoPE with the seq axis innermost (C order with a single batch column)
     on (head, batch, seq) views; outer range over pairs (and, for an odd
     head, the unpaired last channel as one more unit), as
@@ -637,6 +641,7 @@ def _rope_inner_seq(x, out, cos, sin, pairing, shared, positions, start, stop): 
     With the seq axis last, a C-contiguous view tells the compiler that its
     elements are adjacent, and the loop vectorises.
     """
+    posted(post)
     out = _written(x, out)
     head, batch, seq = x.shape
     half = head // 2
@@ -885,7 +890,7 @@ def rope_direct(
     """The compiled loop ``rope_forward`` ran for arrays like ``x`` and
     ``out`` with ``positions`` (an offset, or ids of that type and layout),
     as ``(entry, args, length)``: ``entry(x, out, *args, positions, 0,
-    length)`` is that call for any arrays of the same types (``args`` are
+    length, NO_POST)`` is that call for any arrays of the same types (``args`` are
     the tables, ``pairing`` and ``shared``), split over threads as
     ``rope_forward`` splits it.  ``x`` has 3 dims, or more where it is
     stored with its heads inside each position (``exchanged``: the entry
@@ -930,14 +935,15 @@ def _on_exchanged(
         return exchanged_axes.reshape((head, columns, -1), order="F")
 
     def call(x: np.ndarray, out: np.ndarray | None, *rest: Any) -> None:
-        positions, start, stop = rest[-3:]
+        positions, start, stop, post = rest[-4:]
         entry(
             view(x),
             None if out is None else view(out),
-            *rest[:-3],
+            *rest[:-4],
             _exchanged_positions(positions, seq, heads, columns),
             start,
             stop,
+            post,
         )
 
     return call
@@ -984,7 +990,7 @@ def _compiled(
     range stand for any of their types), without Numba's type dispatch; for
     a call of ``traffic`` bytes that ``run_ranges`` splits over threads, an
     entry that splits its range the same way.  None if not compiled."""
-    arguments = (x, out, *args, positions, 0, length)
+    arguments = (x, out, *args, positions, 0, length, NO_POST)
     compiled = kernel.overloads.get(tuple(kernel.typeof_pyval(a) for a in arguments))
     if compiled is None:
         return None
@@ -994,17 +1000,18 @@ def _compiled(
 
 
 def _split(entry: Callable[..., None], traffic: int) -> Callable[..., None]:
-    """``entry(*arguments, 0, length)`` with its range split by ``run_ranges``."""
+    """``entry(*arguments, 0, length, NO_POST)`` with its range split by ``run_ranges``."""
 
     def split(*arguments: Any) -> None:
-        run_ranges(entry, arguments[-1], traffic, *arguments[:-2])
+        run_ranges(entry, arguments[-2], traffic, *arguments[:-3])
 
     return split
 
 
 @numba.njit(**JIT)
-def _absolute_inner_seq(x, out, embeddings, offset, start, stop):  # type: ignore[no-untyped-def]
+def _absolute_inner_seq(x, out, embeddings, offset, start, stop, post):  # type: ignore[no-untyped-def]
     """AbsolutePE with the seq axis innermost (Julia's order); outer range over (batch, channel)."""
+    posted(post)
     out = _written(x, out)
     seq, channels, batch = x.shape
     count, size = _blocks_down(start, stop, batch * channels, out.nbytes)
@@ -1054,7 +1061,7 @@ def _ov_run_of(out, b, first, n):  # type: ignore[no-untyped-def]
 
 
 @numba.njit(**JIT)
-def _absolute_planes(x, out, embeddings, offset, width, parts, start, stop):  # type: ignore[no-untyped-def]
+def _absolute_planes(x, out, embeddings, offset, width, parts, start, stop, post):  # type: ignore[no-untyped-def]
     """AbsolutePE in Julia's order when each batch column's (seq, channel)
     plane is one contiguous run: ``x`` and ``out`` are (batch, seq*channels)
     views (C-contiguous when the batch columns are adjacent).  Range over
@@ -1067,6 +1074,7 @@ def _absolute_planes(x, out, embeddings, offset, width, parts, start, stop):  # 
     it is read from (slices of one array taken twice would look like two
     arrays to the compiler).
     """
+    posted(post)
     channels = embeddings.shape[0]
     batch = x.shape[0]
     seq = x.shape[1] // max(channels, 1)
@@ -1090,7 +1098,7 @@ def _absolute_planes(x, out, embeddings, offset, width, parts, start, stop):  # 
 
 
 @numba.njit(**JIT)
-def _absolute_inner_channel(x, out, embeddings, offset, block, start, stop):  # type: ignore[no-untyped-def]
+def _absolute_inner_channel(x, out, embeddings, offset, block, start, stop, post):  # type: ignore[no-untyped-def]
     """AbsolutePE with the channel axis innermost, on (batch, seq, channel)
     views; range over blocks of ``block`` positions, each walked batch
     column by batch column.  Reads the table one position (column) at a
@@ -1104,6 +1112,7 @@ def _absolute_inner_channel(x, out, embeddings, offset, block, start, stop):  # 
     takes one position at a time, so that its few rows stay in the
     first-level cache.
     """
+    posted(post)
     out = _written(x, out)
     batch, seq, channels = x.shape
     count, size = _blocks_down(start, stop, (seq + block - 1) // block, out.nbytes)
@@ -1129,7 +1138,7 @@ def _add_position(x, out, column, s, first, stop):  # type: ignore[no-untyped-de
 
 
 @numba.njit(**JIT)
-def _absolute_inner_batch(x, out, embeddings, offset, parts, start, stop):  # type: ignore[no-untyped-def]
+def _absolute_inner_batch(x, out, embeddings, offset, parts, start, stop, post):  # type: ignore[no-untyped-def]
     """AbsolutePE with the batch axis innermost (C order); outer range over
     positions, each cut into ``parts`` blocks of channels (more than one only
     to give every thread work when there are fewer positions than threads).
@@ -1139,6 +1148,7 @@ def _absolute_inner_batch(x, out, embeddings, offset, parts, start, stop):  # ty
     compiler checks the arrays for overlap once per position rather than
     before every batch row (rows of 8-32 float32: 1.1-1.5x faster than the
     range over (seq, channel) rows it replaced)."""
+    posted(post)
     out = _written(x, out)
     channels = x.shape[1]
     width = (channels + parts - 1) // parts
@@ -1156,7 +1166,7 @@ def _absolute_inner_batch(x, out, embeddings, offset, parts, start, stop):  # ty
 
 
 @numba.njit(**JIT)
-def _absolute_few_positions(x, out, by_position, channels_inner, offset, start, stop):  # type: ignore[no-untyped-def]
+def _absolute_few_positions(x, out, by_position, channels_inner, offset, start, stop, post):  # type: ignore[no-untyped-def]
     """AbsolutePE for a few positions (decoding) on one thread: range over
     positions; inside, every batch column with its channels innermost
     (``channels_inner``: Julia's order with one position, where a column's
@@ -1166,6 +1176,7 @@ def _absolute_few_positions(x, out, by_position, channels_inner, offset, start, 
     position-major table) makes that row contiguous for the compiler, even
     for a table of one position, which is C- and F-contiguous at once
     (Numba types it as C order, and its columns as strided)."""
+    posted(post)
     out = _written(x, out)
     channels, batch = x.shape[1], x.shape[2]
     for s in range(start, stop):
@@ -1179,13 +1190,14 @@ def _absolute_few_positions(x, out, by_position, channels_inner, offset, start, 
 
 
 @numba.njit(**JIT)
-def _absolute_seq_major(x, out, by_position, offset, start, stop):  # type: ignore[no-untyped-def]
+def _absolute_seq_major(x, out, by_position, offset, start, stop, post):  # type: ignore[no-untyped-def]
     """AbsolutePE on (seq, batch, channel) views of arrays stored position by
     position with their channels innermost (PyTorch's (seq, batch,
     features)); range over positions, each read from ``by_position`` as
     ``_absolute_few_positions`` does.  Such views are C-contiguous where the
     array is, which tells the compiler that the channels are adjacent
     (1.35x faster than the same loop on the (seq, channel, batch) view)."""
+    posted(post)
     out = _written(x, out)
     count, size = _blocks_down(start, stop, x.shape[0], out.nbytes)
     for k in range(count):
@@ -1300,7 +1312,8 @@ def _ov_sincos_in(angle, table):  # type: ignore[no-untyped-def]
 
 
 @numba.njit(**JIT)
-def _rope_tables(theta, scale, cos, sin, pairing, start, stop):  # type: ignore[no-untyped-def]
+def _rope_tables(theta, scale, cos, sin, pairing, start, stop, post):  # type: ignore[no-untyped-def]
+    posted(post)
     head = cos.shape[0]
     half = head // 2
     for p in range(start, stop):
@@ -1334,7 +1347,8 @@ def rope_tables(
 
 
 @numba.njit(**JIT)
-def _absolute_table(theta, embeddings, start, stop):  # type: ignore[no-untyped-def]
+def _absolute_table(theta, embeddings, start, stop, post):  # type: ignore[no-untyped-def]
+    posted(post)
     rows = embeddings.shape[0]
     for p in range(start, stop):
         for i in range(theta.size):

@@ -477,7 +477,7 @@ def runs_recorded(monkeypatch, threads: int) -> list[Run]:
         runs.append(run)
 
         def ran(*arguments):
-            run.ranges.append(arguments[-2:])
+            run.ranges.append(arguments[-3:-1])
             kernel(*arguments)
 
         run_ranges(ran, length, cost, *args)
