@@ -67,15 +67,18 @@ __all__ = [
     "thread_count",
 ]
 
-MIN_BYTES_PER_THREAD = 6 << 20
+MIN_BYTES_PER_THREAD = 4 << 20
 """Below this much memory traffic per thread, splitting does not pay.
 
-Measured with ``python -m benchmarks --cases threads`` on the 2-CPU
-development machine (a virtual machine), where handing a range to a
-sleeping thread and waking the caller again cost about 170 µs in the first
-runs (50-60 µs in later ones): a 4 MB ``rope(x, out=out)`` took 1.1-1.4x
-longer split over two threads, an 8 MB one 0.7-0.92x, a 32 MB one
-0.8-0.9x.  Splitting starts at 12 MiB of traffic (two threads' worth)."""
+Measured on the 2-CPU development machine (a virtual machine; ``python -m
+benchmarks --cases threads`` and calls 5 ms apart), ``rope(x, out=out)``
+float32 in C order on two threads against one: back to back, 512 KB took
+1.2-1.4x the time, 1 MB 0.4-0.6x, 2 MB 0.5x, 4 MB 0.56x; 5 ms apart, where
+every call wakes the team, 2 MB took 0.97-1.01x and 4 MB 0.95-1.0x.
+Splitting starts at 8 MiB of traffic (two threads' worth): a 4 MB call
+with ``out=``.  Before the team handed ranges over without sleeping
+(``_Team``), it started at 12 MiB: 4 MB then took 1.1-1.55x longer on two
+threads."""
 
 
 def _configured(name: str, default: int, least: int) -> int:
