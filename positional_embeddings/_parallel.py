@@ -9,37 +9,46 @@ packages.  Below the size threshold everything runs serially in the calling
 thread, and costs nothing more.
 
 Handing a range to a sleeping thread costs what waking it costs.  On the
-development machine, a virtual machine whose idle CPUs halt, waking a thread
-on the other CPU took about 30 µs; a call that woke a pool thread and then
-slept until that thread was done paid it twice (a round trip of 65-80 µs,
-where each half of an 8 MB ``rope(x, out=out)`` takes 350 µs).  So nobody
-sleeps on the way, as in OpenMP runtimes:
+development machines, virtual machines whose idle CPUs halt, waking a
+thread on the other CPU takes 30-100 µs, and a thread that finds the GIL
+held sleeps until woken.  With a thread pool, a call paid two such wakes
+(the pool thread's, and the caller's own when the pool thread was done)
+and often a third for the GIL: traced on an 8 MB copy split in two, 406 µs
+back to back where each half takes 280 µs.  The team hands ranges over
+without anyone sleeping on the way (296 µs in the same trace):
 
-- The team's threads spin (in compiled code, the GIL released) between
-  ranges, watching for the next; a thread that has seen none for
-  ``SPIN_SECONDS`` sleeps until a call wakes it.
 - The caller posts the ranges from inside its own kernel, after Numba
   released the GIL there (every kernel's first statement is
   ``posted(post)``), so that a team thread taking the GIL to start its
   range never finds it held.  A kernel that posts nothing (a plain Python
   function, or one that raised first) is posted after it returns.
-- The caller then waits for the team spinning in compiled code, and a team
-  thread marks its range done from compiled code too: the caller's return
-  to Python never waits for a GIL that the team holds.
-- Whoever finds the other asleep wakes it: a thread that is about to sleep
-  marks itself asleep and then looks once more for a post, the caller posts
-  and then looks for sleepers (atomic, ordered accesses, ``_atomics``), so
-  one of the two always sees the other.
+- A team thread marks its range done from compiled code, and the caller
+  waits for it spinning in compiled code, the GIL released: the caller's
+  return to Python never waits for a GIL that the team holds.
 
-Measured on that machine, an 8 MB copy split in two took the time of one
-half plus 1 µs.  One call uses the team at a time; a call that finds it busy
-runs serially in its own thread.  After ``fork`` the child starts a new team
-when it needs one.
+Spinning takes a CPU that the rest of the program may want (numpy's
+threaded matrix products between two calls), so it is bounded:
+
+- A team thread spins for the next range for ``SPIN_SECONDS`` at most, and
+  only if the call came within as long of the one before (calls back to
+  back); otherwise it sleeps at once, and the next call wakes it as it
+  starts its own range.
+- The caller spins ``_WAIT_SECONDS`` at most, and not at all if a team
+  thread has not started its range yet (it may be waiting for the
+  caller's CPU); then it sleeps until the last team thread wakes it.
+- Whoever may find the other asleep wakes it: a thread about to sleep
+  marks itself so and then looks once more for what it waits for, the
+  other stores what it was waiting for and then looks for the mark (atomic,
+  ordered accesses, ``_atomics``), so one of the two always sees the other.
+
+One call uses the team at a time; a call that finds it busy runs serially
+in its own thread.  After ``fork`` the child starts a new team when it
+needs one.
 
 The number of threads is the number of CPUs this process may use, or the
 environment variable ``POSITIONAL_EMBEDDINGS_NUM_THREADS`` (1 turns threading
 off); ``POSITIONAL_EMBEDDINGS_SPIN_US`` sets ``SPIN_SECONDS`` in
-microseconds (0: the team sleeps as soon as it is done).  Both are read at
+microseconds (0: the team never spins between calls).  Both are read at
 import.
 """
 
