@@ -247,8 +247,7 @@ class _Team:
         self.waiting = np.zeros(_LINE, np.int64)
         self.finished = threading.Event()
         self.wakes = [threading.Event() for _ in range(workers + 1)]
-        self.jobs: list[tuple[Callable[..., None], tuple[Any, ...], int, int] | None]
-        self.jobs = [None] * (workers + 1)
+        self.jobs: list[Any] = [None] * (workers + 1)  # (kernel, args, start, stop) once posted
         self.errors: list[BaseException | None] = [None] * (workers + 1)
         for k in range(1, workers + 1):
             threading.Thread(
@@ -264,9 +263,7 @@ class _Team:
                 self.wakes[k].clear()
                 generation = _next_range(self.posted, self.asleep, k, seen, self.wait_spins)
                 continue
-            job = self.jobs[k]
-            assert job is not None  # set before its range was posted
-            kernel, args, start, stop = job
+            kernel, args, start, stop = self.jobs[k]
             self.started[k * _LINE] = generation
             try:
                 kernel(*args, start, stop, NO_POST)
