@@ -193,15 +193,15 @@ def _await_team(done, asleep, started, waiting, generation, count, spins):  # ty
     store(waiting, 0, 0)
     turn = 0
     while True:
-        unfinished, starting = 0, False
+        finished, starting = True, False
         for k in range(1, count + 1):
             if load(done, k * _LINE) != generation:
                 if load(asleep, k * _LINE):
                     store(waiting, 0, 0)
                     return k
                 starting |= load(started, k * _LINE) != generation
-                unfinished += 1
-        if unfinished == 0:
+                finished = False
+        if finished:
             store(waiting, 0, 0)
             return 0
         if load(waiting, 0):  # unfinished after marking itself waiting
@@ -264,7 +264,7 @@ class _Team:
                 generation = _next_range(self.posted, self.asleep, k, seen, self.wait_spins)
                 continue
             kernel, args, start, stop = self.jobs[k]
-            self.started[k * _LINE] = generation
+            self.started[k * _LINE] = generation  # a hint for the caller's wait, not a flag
             try:
                 kernel(*args, start, stop, NO_POST)
             except BaseException as error:  # raised in the caller's thread
