@@ -1,10 +1,11 @@
-"""Atomic loads and stores of int64 array elements, and a spin-wait hint, for
-compiled code that threads use to hand each other work (``_parallel``).
+"""Atomic loads, stores and compare-exchanges of int64 array elements, and a
+spin-wait hint, for compiled code that threads use to hand each other work
+(``_parallel``).
 
-Numba has neither: a plain load in a waiting loop may be hoisted out of it,
-and plain stores may be reordered around the writes they announce.  Every
-access here is sequentially consistent (on x86 a plain load and an
-``xchg``), which the wake-up protocol of ``_parallel`` relies on: a thread
+Numba has none of these: a plain load in a waiting loop may be hoisted out
+of it, and plain stores may be reordered around the writes they announce.
+Every access here is sequentially consistent (on x86 a plain load, an
+``xchg`` and a ``lock cmpxchg``), which the hand-off protocol of ``_parallel`` relies on: a thread
 that stores its flag and then loads the other thread's always sees it, or
 the other thread sees its own.
 """
@@ -17,7 +18,7 @@ import llvmlite.ir as ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
-__all__ = ["load", "relax", "store"]
+__all__ = ["compare_exchange", "load", "relax", "store"]
 
 _ORDER = "seq_cst"
 _ALIGN = 8
@@ -63,6 +64,24 @@ def store(typingctx, array, index, value):  # type: ignore[no-untyped-def]
         return context.get_dummy_value()
 
     return types.void(array, index, value), codegen
+
+
+@intrinsic
+def compare_exchange(typingctx, array, index, expected, value):  # type: ignore[no-untyped-def]
+    """``array[index] = value`` (int64, 1-D, ``index`` in bounds) if it holds
+    ``expected``, atomically; returns what it held (``expected`` exactly
+    when it was replaced)."""
+    integers = isinstance(expected, types.Integer) and isinstance(value, types.Integer)
+    if not _int64_vector(array, index) or not integers:
+        return None
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        old, new = (context.cast(builder, args[i], signature.args[i], types.int64) for i in (2, 3))
+        pointer = _element(context, builder, signature, args)
+        pair = builder.cmpxchg(pointer, old, new, _ORDER, _ORDER)
+        return builder.extract_value(pair, 0)
+
+    return types.int64(array, index, expected, value), codegen
 
 
 _PAUSE = "llvm.x86.sse2.pause" if platform.machine().lower() in ("x86_64", "amd64") else None

@@ -33,13 +33,19 @@ threaded matrix products between two calls), so it is bounded:
   only if the call came within as long of the one before (calls back to
   back); otherwise it sleeps at once, and the next call wakes it as it
   starts its own range.
-- The caller spins ``_WAIT_SECONDS`` at most, and not at all if a team
-  thread has not started its range yet (it may be waiting for the
-  caller's CPU); then it sleeps until the last team thread wakes it.
+- The caller spins ``_WAIT_SECONDS`` at most for ranges that team threads
+  have started; then it sleeps until the last of them wakes it.
 - Whoever may find the other asleep wakes it: a thread about to sleep
   marks itself so and then looks once more for what it waits for, the
   other stores what it was waiting for and then looks for the mark (atomic,
   ordered accesses, ``_atomics``), so one of the two always sees the other.
+
+No call waits for a thread that has not started: a range is run by
+whoever claims it first (an atomic compare-exchange), and the caller, done
+with its own range, claims and runs those no team thread has claimed yet
+(the thread is asleep, or has no CPU).  A team thread that comes late
+passes over them.  Where a thread wakes, and where a late one runs, is
+steered on Linux (``_Steering``).
 
 One call uses the team at a time; a call that finds it busy runs serially
 in its own thread.  After ``fork`` the child starts a new team when it
@@ -54,6 +60,7 @@ import.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import threading
 import time
@@ -63,7 +70,7 @@ from typing import Any
 import numba
 import numpy as np
 
-from ._atomics import load, relax, store
+from ._atomics import compare_exchange, load, relax, store
 from ._jit import JIT, JIT_INLINED
 
 __all__ = [
@@ -82,12 +89,14 @@ MIN_BYTES_PER_THREAD = 4 << 20
 Measured on the 2-CPU development machine (a virtual machine; ``python -m
 benchmarks --cases threads`` and calls 5 ms apart), ``rope(x, out=out)``
 float32 in C order on two threads against one: back to back, 512 KB took
-1.2-1.4x the time, 1 MB 0.4-0.6x, 2 MB 0.5x, 4 MB 0.56x; 5 ms apart, where
-every call wakes the team, 2 MB took 0.97-1.01x and 4 MB 0.95-1.0x.
-Splitting starts at 8 MiB of traffic (two threads' worth): a 4 MB call
-with ``out=``.  Before the team handed ranges over without sleeping
-(``_Team``), it started at 12 MiB: 4 MB then took 1.1-1.55x longer on two
-threads."""
+1.2x the time, 1 MB 0.55-0.65x, 2 MB 0.4-0.45x, 4 MB 0.5-0.57x; 5 ms apart,
+where every call wakes the team (30 µs of the caller's time: moving the
+thread off its CPU, and the wake), 1 MB took 2.1-2.3x, 2 MB 1.2-1.26x and
+4 MB 0.81-0.88x.  Splitting starts at 8 MiB of traffic (two threads'
+worth): a 4 MB call with ``out=``.  Before the team handed ranges over
+without sleeping (``_Team``), it started at 12 MiB: 4 MB then took
+1.1-1.55x longer on two threads; before woken threads were kept off the
+caller's CPU (``_Steering``), 4 MB 5 ms apart took 0.95-1.0x."""
 
 
 def _configured(name: str, default: int, least: int) -> int:
@@ -117,10 +126,11 @@ does next (a spinning thread slowed numpy's matrix products that followed
 a call by up to 2x)."""
 
 _WAIT_SECONDS = 1e-4
-"""How long a caller that finished its own range spins for the team's
-before it sleeps until the last of them wakes it (a team thread held off
-its CPU, by the caller's spinning among others, then gets it), and how
-long a woken team thread spins for the post of the call that woke it."""
+"""How long a caller that finished its own range spins for the ranges team
+threads run before it sleeps until the last of them wakes it (a team
+thread held off its CPU, by the caller's spinning among others, then gets
+it), and how long a woken team thread spins for the post of the call that
+woke it."""
 
 NO_POST = np.zeros(1, np.int64)
 """The ``post`` of a kernel call that hands nothing to the team: a serial
@@ -151,27 +161,44 @@ def posted(post):  # type: ignore[no-untyped-def]
         store(post, k, post[0])
 
 
+@numba.njit(**JIT_INLINED)
+def _claimed(claims, k, generation):  # type: ignore[no-untyped-def]
+    """Whether this thread, a team thread or the caller, is the first to
+    claim range ``k`` of call ``generation`` (and so runs it).  The claimed
+    word only moves forward: a generation read before a later call claimed
+    its range (a team thread held off its CPU meanwhile) is never claimed,
+    and no other call's range is run in its name."""
+    seen = load(claims, k * _LINE)
+    while seen < generation:
+        replaced = compare_exchange(claims, k * _LINE, seen, generation)
+        if replaced == seen:
+            return True
+        seen = replaced
+    return False
+
+
 @numba.njit(**JIT)
-def _next_range(posted, asleep, k, seen, spins):  # type: ignore[no-untyped-def]
-    """Team thread ``k`` waits for a generation other than ``seen`` in its
-    posted word and returns it; after ``spins`` turns without one, it marks
-    itself asleep and returns 0, unless a post came meanwhile."""
+def _next_range(posted, claims, asleep, k, spins):  # type: ignore[no-untyped-def]
+    """Team thread ``k`` waits for a generation in its posted word whose
+    range it claims, and returns it (a range the caller claimed first, to
+    run it itself, is passed over); after ``spins`` turns without one, it
+    marks itself asleep and returns 0, unless one came meanwhile."""
     store(asleep, k * _LINE, 0)
     for _ in range(spins):
         generation = load(posted, k)
-        if generation != seen:
+        if _claimed(claims, k, generation):
             return generation
         relax()
     store(asleep, k * _LINE, 1)
     generation = load(posted, k)
-    if generation != seen:
+    if _claimed(claims, k, generation):
         store(asleep, k * _LINE, 0)
         return generation
     return 0
 
 
 @numba.njit(**JIT)
-def _done_then_next(posted, done, asleep, waiting, k, generation, spins):  # type: ignore[no-untyped-def]
+def _done_then_next(posted, claims, done, asleep, waiting, k, generation, spins):  # type: ignore[no-untyped-def]
     """Team thread ``k`` marks ``generation`` done, then returns -1 if the
     caller sleeps (to be woken), else waits for the next range
     (``_next_range``): in one compiled call, so that it holds no GIL when
@@ -179,34 +206,32 @@ def _done_then_next(posted, done, asleep, waiting, k, generation, spins):  # typ
     store(done, k * _LINE, generation)
     if load(waiting, 0):
         return -1
-    return _next_range(posted, asleep, k, generation, spins)
+    return _next_range(posted, claims, asleep, k, spins)
 
 
 @numba.njit(**JIT)
-def _await_team(done, asleep, started, waiting, generation, count, spins):  # type: ignore[no-untyped-def]
-    """The caller waits for team threads ``1 .. count`` to finish
-    ``generation``: 0 when they have; ``k`` as soon as unfinished thread
-    ``k`` is asleep (to be woken); -1, with the caller marked waiting (to
-    sleep until a team thread wakes it), after ``spins`` turns, or at once
-    if a thread has not started its range: it may be waiting for this very
-    CPU."""
+def _await_team(done, claims, waiting, generation, count, spins):  # type: ignore[no-untyped-def]
+    """The caller waits for ranges ``1 .. count`` of ``generation``: 0 when
+    they are done; ``k`` as soon as it claims range ``k``, which no team
+    thread has started (its thread is asleep, or waits for a CPU), to run
+    it itself; -1, with the caller marked waiting (to sleep until a team
+    thread wakes it), after ``spins`` turns."""
     store(waiting, 0, 0)
     turn = 0
     while True:
-        finished, starting = True, False
+        finished = True
         for k in range(1, count + 1):
             if load(done, k * _LINE) != generation:
-                if load(asleep, k * _LINE):
+                if _claimed(claims, k, generation):
                     store(waiting, 0, 0)
                     return k
-                starting |= load(started, k * _LINE) != generation
                 finished = False
         if finished:
             store(waiting, 0, 0)
             return 0
         if load(waiting, 0):  # unfinished after marking itself waiting
             return -1
-        if starting or turn >= spins:
+        if turn >= spins:
             store(waiting, 0, 1)
         else:
             turn += 1
@@ -216,12 +241,13 @@ def _await_team(done, asleep, started, waiting, generation, count, spins):  # ty
 def _spins_per_second() -> float:
     """Turns of the team's spinning loops per second on this machine (the
     spin-wait hint alone takes from a few to over a hundred cycles)."""
-    flags = np.zeros(2 * _LINE, np.int64)
+    flags = np.zeros(3 * _LINE, np.int64)
     spins = 1000
-    _next_range(flags, flags[_LINE:], 0, 0, 1)  # compiled before it is timed
+    arguments = (flags, flags[_LINE:], flags[2 * _LINE :], 0)
+    _next_range(*arguments, 1)  # compiled before it is timed
     while True:
         start = time.perf_counter()
-        _next_range(flags, flags[_LINE:], 0, 0, spins)
+        _next_range(*arguments, spins)
         elapsed = time.perf_counter() - start
         if elapsed > 2e-4:
             return spins / elapsed
@@ -241,49 +267,60 @@ class _Team:
         self.idle_spins = 0
         self.last_end = -SPIN_SECONDS
         self.posted = np.zeros(workers + 1, np.int64)
+        self.claims = np.zeros((workers + 1) * _LINE, np.int64)
         self.done = np.zeros((workers + 1) * _LINE, np.int64)
         self.asleep = np.zeros((workers + 1) * _LINE, np.int64)
-        self.started = np.zeros((workers + 1) * _LINE, np.int64)
         self.waiting = np.zeros(_LINE, np.int64)
         self.finished = threading.Event()
         self.wakes = [threading.Event() for _ in range(workers + 1)]
         self.jobs: list[Any] = [None] * (workers + 1)  # (kernel, args, start, stop) once posted
         self.errors: list[BaseException | None] = [None] * (workers + 1)
+        self.steering = _Steering(workers)
         for k in range(1, workers + 1):
             threading.Thread(
                 target=self._work, args=(k,), name=f"positional_embeddings-{k}", daemon=True
             ).start()
 
     def _work(self, k: int) -> None:
-        seen = 0  # started, or woken, by a call: its post is coming
-        generation = _next_range(self.posted, self.asleep, k, seen, self.wait_spins)
+        self.steering.started(k)
+        generation = _next_range(self.posted, self.claims, self.asleep, k, self.wait_spins)
         while True:
             if generation == 0:
                 self.wakes[k].wait()
                 self.wakes[k].clear()
-                generation = _next_range(self.posted, self.asleep, k, seen, self.wait_spins)
+                self.steering.release(k)
+                generation = _next_range(self.posted, self.claims, self.asleep, k, self.wait_spins)
                 continue
-            kernel, args, start, stop = self.jobs[k]
-            self.started[k * _LINE] = generation  # a hint for the caller's wait, not a flag
-            try:
-                kernel(*args, start, stop, NO_POST)
-            except BaseException as error:  # raised in the caller's thread
-                self.errors[k] = error
-            seen = generation
+            self._run(k)
+            self.steering.release(k)
             generation = _done_then_next(
-                self.posted, self.done, self.asleep, self.waiting, k, seen, self.idle_spins
+                self.posted,
+                self.claims,
+                self.done,
+                self.asleep,
+                self.waiting,
+                k,
+                generation,
+                self.idle_spins,
             )
             if generation < 0:
                 self.finished.set()
-                generation = _next_range(self.posted, self.asleep, k, seen, self.idle_spins)
+                generation = _next_range(self.posted, self.claims, self.asleep, k, self.idle_spins)
 
-    def _wake(self, k: int) -> None:
-        self.asleep[k * _LINE] = 0
-        self.wakes[k].set()
+    def _run(self, k: int) -> None:
+        """Run range ``k`` of the current call, claimed by this thread;
+        an exception is kept to be raised in the caller's thread."""
+        kernel, args, start, stop = self.jobs[k]
+        try:
+            kernel(*args, start, stop, NO_POST)
+        except BaseException as error:
+            self.errors[k] = error
 
     def run(self, kernel: Callable[..., None], bounds: list[int], args: tuple[Any, ...]) -> None:
         """``kernel(*args, start, stop, post)`` over consecutive ``bounds``,
-        the first range in this thread, the others in threads ``1 ..``."""
+        the first range in this thread, the others in threads ``1 ..``
+        (or in this one, for those no team thread has started when it is
+        done with its own)."""
         count = len(bounds) - 2
         self.generation += 1
         back_to_back = time.perf_counter() - self.last_end <= SPIN_SECONDS
@@ -292,7 +329,9 @@ class _Team:
             self.jobs[k] = (kernel, args, bounds[k], bounds[k + 1])
             self.errors[k] = None
             if self.asleep[k * _LINE]:
-                self._wake(k)
+                self.steering.wake_off(k, _current_cpu())
+                self.asleep[k * _LINE] = 0
+                self.wakes[k].set()
         post = self.posted[: count + 1]
         post[0] = self.generation
         try:
@@ -308,13 +347,108 @@ class _Team:
                 raise error
 
     def _await(self, count: int) -> None:
-        flags = self.done, self.asleep, self.started, self.waiting
-        while (waiting := _await_team(*flags, self.generation, count, self.wait_spins)) != 0:
-            if waiting > 0:
-                self._wake(waiting)
+        flags = self.done, self.claims, self.waiting
+        while (claimed := _await_team(*flags, self.generation, count, self.wait_spins)) != 0:
+            if claimed > 0:
+                self._run(claimed)
+                self.done[claimed * _LINE] = self.generation
             else:
+                cpu = _current_cpu()
+                for k in range(1, count + 1):
+                    if self.done[k * _LINE] != self.generation:
+                        self.steering.pull(k, cpu)
                 self.finished.wait()
                 self.finished.clear()
+
+
+class _Steering:
+    """Which CPUs a team thread may run on, where the system needs telling
+    (Linux; elsewhere the system alone decides).
+
+    - **Woken off the caller's CPU.** A virtual machine's idle CPU halts,
+      and Linux then counts it as taken (its virtual CPU is not running): a
+      thread woken while the other CPU idles is queued on the waker's own
+      CPU, which the caller keeps busy with its range.  On the development
+      machine a team thread woken at the start of a call so started only
+      when the caller's range was done, and a 4 MB ``rope(x, out=out)``
+      5 ms after the last took as long on two threads as on one (0.75-0.9
+      ms); woken off the caller's CPU, the thread starts within 0.1 ms and
+      the call takes 0.45-0.5 ms.
+    - **Pulled onto the caller's CPU when late.** Where the other CPU is
+      taken by a thread that spins (OpenBLAS's, for a while after each of
+      numpy's matrix products), the team thread shares it, and can wait
+      there for several milliseconds; Linux does not move it to the
+      caller's CPU when that one falls idle (it had been idle too briefly).
+      A caller about to sleep until a team thread is done moves that thread
+      to its own CPU first.  In a loop of four 512x512 matrix products and
+      that call, 1-3 calls in a hundred took 2-70 ms until it did.
+    - **Anywhere otherwise.** A thread woken or pulled may run anywhere
+      again once awake, or done with its range.
+    """
+
+    def __init__(self, workers: int) -> None:
+        self.cpus = _process_cpus()
+        self.threads = [0] * (workers + 1)  # native ids, once started
+        self.held = [False] * (workers + 1)
+
+    def started(self, k: int) -> None:
+        """Called by team thread ``k`` as it starts."""
+        self.threads[k] = threading.get_native_id()
+
+    def wake_off(self, k: int, cpu: int) -> None:
+        """Have sleeping team thread ``k`` wake off ``cpu``, the caller's."""
+        self._hold(k, self.cpus - {cpu}, cpu)
+
+    def pull(self, k: int, cpu: int) -> None:
+        """Move team thread ``k`` onto ``cpu``, the caller's."""
+        self._hold(k, frozenset((cpu,)), cpu)
+
+    def release(self, k: int) -> None:
+        """Called by team thread ``k`` when woken, and after its range: it may run anywhere."""
+        if self.held[k]:
+            self.held[k] = False
+            self._allow(0, self.cpus)
+
+    def _hold(self, k: int, cpus: frozenset[int], cpu: int) -> None:
+        if cpu in self.cpus and self.threads[k]:  # else unknown, or no choice
+            self.held[k] = True
+            self._allow(self.threads[k], cpus)
+
+    def _allow(self, thread: int, cpus: frozenset[int]) -> None:
+        try:
+            os.sched_setaffinity(thread, cpus)
+        except OSError:  # the process's CPUs changed (a cpuset): leave it to the system
+            self.cpus = frozenset()
+
+
+def _process_cpus() -> frozenset[int]:
+    """The CPUs this thread may run on, if there are two or more and the
+    system lets threads be kept off one; else none."""
+    if _sched_getcpu is None:
+        return frozenset()
+    cpus = frozenset(os.sched_getaffinity(0))
+    return cpus if len(cpus) > 1 else frozenset()
+
+
+def _find_sched_getcpu() -> Callable[[], int] | None:
+    """The C library's ``sched_getcpu`` (Linux), or None."""
+    if not hasattr(os, "sched_setaffinity"):
+        return None
+    try:
+        function = ctypes.CDLL(None).sched_getcpu
+    except (OSError, AttributeError):
+        return None
+    function.restype = ctypes.c_int
+    function.argtypes = []
+    return function  # type: ignore[no-any-return]
+
+
+_sched_getcpu = _find_sched_getcpu()
+
+
+def _current_cpu() -> int:
+    """The CPU this thread runs on, or -1 where that is not known."""
+    return -1 if _sched_getcpu is None else _sched_getcpu()
 
 
 _team: _Team | None = None

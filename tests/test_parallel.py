@@ -3,6 +3,7 @@ after the other ranges have finished."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
@@ -123,3 +124,134 @@ def test_calls_from_many_threads_split_or_run_serially() -> None:
             thread.join(timeout=120)
     assert not any(thread.is_alive() for thread in threads)
     assert all((v == 300).all() for v in visits)
+
+
+def test_a_range_is_claimed_once_among_threads_that_race_for_it() -> None:
+    """The caller and a team thread may both try to take a range: of threads
+    claiming the same range of the same call, exactly one succeeds."""
+    claims = np.zeros(2 * _parallel._LINE, np.int64)
+    rounds, racers = 300, 4
+    won = np.zeros((rounds, racers), np.int64)
+    barrier = threading.Barrier(racers)
+
+    def race(who: int) -> None:
+        for generation in range(1, rounds + 1):
+            barrier.wait()
+            won[generation - 1, who] = _parallel._claimed(claims, 1, generation)
+
+    threads = [threading.Thread(target=race, args=(who,)) for who in range(racers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert (won.sum(axis=1) == 1).all()
+
+
+def test_a_range_is_never_claimed_for_an_older_call() -> None:
+    """A team thread held off its CPU may read a call's generation and try
+    to claim it after the caller ran that range and a later call's too:
+    the claim fails and the word keeps the later call's (it once went back,
+    and the thread ran the later call's range a second time)."""
+    claims = np.zeros(2 * _parallel._LINE, np.int64)
+    claims[_parallel._LINE] = 1256
+    assert not _parallel._claimed(claims, 1, 1255)
+    assert not _parallel._claimed(claims, 1, 1256)
+    assert claims[_parallel._LINE] == 1256
+    assert _parallel._claimed(claims, 1, 1257)
+    assert claims[_parallel._LINE] == 1257
+
+
+def test_a_team_thread_passes_over_a_range_the_caller_claimed() -> None:
+    posted = np.array([0, 7], np.int64)
+    claims = np.zeros(2 * _parallel._LINE, np.int64)
+    asleep = np.zeros(2 * _parallel._LINE, np.int64)
+    claims[_parallel._LINE] = 7  # the caller ran call 7's range 1 itself
+    assert _parallel._next_range(posted, claims, asleep, 1, 1000) == 0
+    assert asleep[_parallel._LINE] == 1
+    posted[1] = 8
+    assert _parallel._next_range(posted, claims, asleep, 1, 1000) == 8
+    assert claims[_parallel._LINE] == 8 and asleep[_parallel._LINE] == 0
+
+
+class _HeldEvent(threading.Event):
+    """A team thread's wake-up that does not come until ``let_go`` is set:
+    the thread sleeps through the calls meanwhile."""
+
+    def __init__(self, let_go: threading.Event) -> None:
+        super().__init__()
+        self.let_go = let_go
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.let_go.wait()
+        return super().wait(timeout)
+
+
+def test_the_caller_runs_a_range_no_team_thread_started() -> None:
+    """A team thread that does not get a CPU (here: is not woken) holds up
+    no call: the caller, done with its own range, runs the other one too;
+    when the thread wakes at last it passes over that range (every index
+    once) and takes the next call's."""
+    team = _parallel._Team(1)
+    team.spins = team.wait_spins = 0  # the thread sleeps between calls
+    let_go = threading.Event()
+    while not team.asleep[_parallel._LINE]:
+        time.sleep(0.001)
+    team.wakes[1] = _HeldEvent(let_go)
+    visits = np.zeros(1000, np.int64)
+    ran_by: list[str] = []
+
+    def kernel(visits: np.ndarray, start: int, stop: int, post: np.ndarray) -> None:
+        ran_by.append(threading.current_thread().name)
+        visits[start:stop] += 1
+
+    for _ in range(5):
+        team.run(kernel, [0, 400, 1000], (visits,))
+    assert (visits == 5).all()
+    assert ran_by == [threading.current_thread().name] * 10
+    let_go.set()
+    deadline = time.perf_counter() + 10
+    while team.asleep[_parallel._LINE] and time.perf_counter() < deadline:
+        time.sleep(0.001)  # awake, it finds nothing new, and sleeps again
+    time.sleep(0.05)
+    team.wakes[1] = threading.Event()
+    team.wait_spins = 10**6
+    team.run(kernel, [0, 400, 1000], (visits,))
+    assert (visits == 6).all()
+    assert len(ran_by) == 12
+
+
+@pytest.mark.skipif(
+    not _parallel._process_cpus(), reason="needs Linux and two or more CPUs for this process"
+)
+def test_a_team_thread_is_steered_only_while_it_wakes_or_runs_late() -> None:
+    """Woken off the caller's CPU, pulled onto it when late, and free to
+    run anywhere once awake or done (``_Steering``)."""
+    steering = _parallel._Steering(1)
+    cpus = steering.cpus
+    cpu = min(cpus)
+    ready, step, done = threading.Event(), threading.Event(), threading.Event()
+    seen: list[set[int]] = []
+
+    def team_thread() -> None:
+        steering.started(1)
+        ready.set()
+        for _ in range(2):
+            step.wait()
+            step.clear()
+            seen.append(os.sched_getaffinity(0))
+            steering.release(1)
+            seen.append(os.sched_getaffinity(0))
+            done.set()
+
+    thread = threading.Thread(target=team_thread)
+    thread.start()
+    ready.wait()
+    steering.wake_off(1, cpu)
+    step.set()
+    done.wait()
+    done.clear()
+    steering.pull(1, cpu)
+    step.set()
+    done.wait()
+    thread.join()
+    assert seen == [set(cpus - {cpu}), set(cpus), {cpu}, set(cpus)]
