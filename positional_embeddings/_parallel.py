@@ -305,6 +305,7 @@ class _Team:
             )
             if generation < 0:
                 self.finished.set()
+                self.steering.release(k)  # pulled after its release above
                 generation = _next_range(self.posted, self.claims, self.asleep, k, self.idle_spins)
 
     def _run(self, k: int) -> None:
@@ -354,9 +355,12 @@ class _Team:
                 self.done[claimed * _LINE] = self.generation
             else:
                 cpu = _current_cpu()
-                for k in range(1, count + 1):
-                    if self.done[k * _LINE] != self.generation:
-                        self.steering.pull(k, cpu)
+                late = [k for k in range(1, count + 1) if self.done[k * _LINE] != self.generation]
+                for k in late:
+                    self.steering.pull(k, cpu)
+                for k in late:
+                    if self.done[k * _LINE] == self.generation:  # released before the pull
+                        self.steering.release(k)
                 self.finished.wait()
                 self.finished.clear()
 
@@ -404,10 +408,11 @@ class _Steering:
         self._hold(k, frozenset((cpu,)), cpu)
 
     def release(self, k: int) -> None:
-        """Called by team thread ``k`` when woken, and after its range: it may run anywhere."""
+        """Let team thread ``k`` run anywhere: called by the thread when woken
+        and after its range, and by a caller that pulled it too late."""
         if self.held[k]:
             self.held[k] = False
-            self._allow(0, self.cpus)
+            self._allow(self.threads[k], self.cpus)
 
     def _hold(self, k: int, cpus: frozenset[int], cpu: int) -> None:
         if cpu in self.cpus and self.threads[k]:  # else unknown, or no choice
