@@ -292,7 +292,6 @@ class _Team:
                 generation = _next_range(self.posted, self.claims, self.asleep, k, self.wait_spins)
                 continue
             self._run(k)
-            self.steering.release(k)
             generation = _done_then_next(
                 self.posted,
                 self.claims,
@@ -305,7 +304,7 @@ class _Team:
             )
             if generation < 0:
                 self.finished.set()
-                self.steering.release(k)  # pulled after its release above
+                self.steering.release(k)  # a caller pulls only threads it then waits for
                 generation = _next_range(self.posted, self.claims, self.asleep, k, self.idle_spins)
 
     def _run(self, k: int) -> None:
@@ -387,7 +386,8 @@ class _Steering:
       to its own CPU first.  In a loop of four 512x512 matrix products and
       that call, 1-3 calls in a hundred took 2-70 ms until it did.
     - **Anywhere otherwise.** A thread woken or pulled may run anywhere
-      again once awake, or done with its range.
+      again once awake, or once it has woken the caller that pulled it (or
+      that caller found it done).
     """
 
     def __init__(self, workers: int) -> None:
@@ -409,7 +409,8 @@ class _Steering:
 
     def release(self, k: int) -> None:
         """Let team thread ``k`` run anywhere: called by the thread when woken
-        and after its range, and by a caller that pulled it too late."""
+        and after it wakes the caller, and by a caller that pulled it too
+        late (done before the pull)."""
         if self.held[k]:
             self.held[k] = False
             self._allow(self.threads[k], self.cpus)
