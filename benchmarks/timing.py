@@ -11,11 +11,17 @@ __all__ = ["interleaved_medians"]
 
 
 def _calls_per_sample(function: Callable[[], object], sample_seconds: float) -> int:
-    """How many calls of ``function`` fill about ``sample_seconds`` (one timed call)."""
-    start = time.perf_counter()
-    function()
-    once = time.perf_counter() - start
-    return max(1, min(100_000, round(sample_seconds / max(once, 1e-9))))
+    """How many back-to-back calls of ``function`` fill ``sample_seconds``:
+    counted by calling it until they do (at most 100,000), so that one slow
+    call (the first after other work, say) does not size every sample."""
+    deadline = time.perf_counter() + sample_seconds
+    calls = 0
+    while calls < 100_000:
+        function()
+        calls += 1
+        if time.perf_counter() >= deadline:
+            break
+    return calls
 
 
 def interleaved_medians(
@@ -40,7 +46,7 @@ def interleaved_medians(
         Number of repetitions (samples per contender, >= 1).
     sample_seconds : float, default 0.0
         A sample of a contender faster than this is the mean of as many
-        back-to-back calls as fill it (calibrated by one timed call); 0 for
+        back-to-back calls as fill it (counted once, before the first); 0 for
         one call per sample.
     warmup : bool, default True
         Call every contender once, untimed, before anything else
