@@ -31,7 +31,9 @@ threaded matrix products between two calls), so it is bounded:
 
 - A team thread spins for the next range for ``SPIN_SECONDS`` at most, and
   only if the call came within as long of the one before (calls back to
-  back); otherwise it sleeps at once, and the next call wakes it as it
+  back), or came alone as the last call that came alone did, and that one
+  had the next right after it (a query rotated after other work, then its
+  key); otherwise it sleeps at once, and the next call wakes it as it
   starts its own range.
 - The caller spins ``_WAIT_SECONDS`` at most for ranges that team threads
   have started; then it sleeps until the last of them wakes it.
@@ -120,10 +122,12 @@ _threads = _configured("POSITIONAL_EMBEDDINGS_NUM_THREADS", _usable_cpus(), 1)
 
 SPIN_SECONDS = _configured("POSITIONAL_EMBEDDINGS_SPIN_US", 100, 0) * 1e-6
 """How long a team thread that finished its range spins for the next one,
-if the call came within as long of the one before (back-to-back calls);
-otherwise it sleeps at once, and leaves its CPU to whatever the program
-does next (a spinning thread slowed numpy's matrix products that followed
-a call by up to 2x)."""
+if the call came within as long of the one before (back-to-back calls), or
+came long after it as the last such call did, and that one had the next
+right after it (a query rotated after other work, then its key); otherwise
+it sleeps at once, and leaves its CPU to whatever the program does next (a
+spinning thread slowed numpy's matrix products that followed a call by up
+to 2x)."""
 
 _WAIT_SECONDS = 1e-4
 """How long a caller that finished its own range spins for the ranges team
@@ -266,6 +270,8 @@ class _Team:
         self.spins, self.wait_spins = round(SPIN_SECONDS * rate), round(_WAIT_SECONDS * rate)
         self.idle_spins = 0
         self.last_end = -SPIN_SECONDS
+        self.came_alone = False  # the last call came long after the one before it
+        self.alone_then_followed = False  # the last such call had one right after it
         self.posted = np.zeros(workers + 1, np.int64)
         self.claims = np.zeros((workers + 1) * _LINE, np.int64)
         self.done = np.zeros((workers + 1) * _LINE, np.int64)
@@ -324,7 +330,10 @@ class _Team:
         count = len(bounds) - 2
         self.generation += 1
         back_to_back = time.perf_counter() - self.last_end <= SPIN_SECONDS
-        self.idle_spins = self.spins if back_to_back else 0
+        if self.came_alone:
+            self.alone_then_followed = back_to_back
+        self.came_alone = not back_to_back
+        self.idle_spins = self.spins if back_to_back or self.alone_then_followed else 0
         for k in range(1, count + 1):
             self.jobs[k] = (kernel, args, bounds[k], bounds[k + 1])
             self.errors[k] = None

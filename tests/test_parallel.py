@@ -75,9 +75,11 @@ def test_every_hand_off_between_the_caller_and_the_team(spins: int, wait_spins: 
 def test_the_team_sleeps_unless_calls_come_back_to_back(monkeypatch: pytest.MonkeyPatch) -> None:
     """A team thread that spun between calls would take a CPU from what the
     program does next (numpy's threaded matrix products): after a call that
-    came long after the one before it sleeps at once; after a call that
-    came right after one, it spins ``SPIN_SECONDS`` at most, then sleeps.
-    (A window of 20 ms here, so that a busy machine still calls back to back.)"""
+    came long after the one before it sleeps at once, unless the last call
+    that came so had one right after it (a query, then its key); after a
+    call that came right after one, it spins ``SPIN_SECONDS`` at most, then
+    sleeps.  (A window of 20 ms here, so that a busy machine still calls
+    back to back.)"""
     team = _parallel._Team(1)
     window = 0.02
     monkeypatch.setattr(_parallel, "SPIN_SECONDS", window)
@@ -102,7 +104,13 @@ def test_the_team_sleeps_unless_calls_come_back_to_back(monkeypatch: pytest.Monk
     call()
     call()
     assert team.idle_spins == team.spins > 0 and asleep_soon()
-    assert (visits == 4).all()
+    time.sleep(2 * window)
+    call()
+    assert team.idle_spins == team.spins and asleep_soon()
+    time.sleep(2 * window)
+    call()
+    assert team.idle_spins == 0 and asleep_soon()
+    assert (visits == 6).all()
 
 
 def test_calls_from_many_threads_split_or_run_serially() -> None:
