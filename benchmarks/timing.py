@@ -46,8 +46,8 @@ def interleaved_medians(
         Number of repetitions (samples per contender, >= 1).
     sample_seconds : float, default 0.0
         A sample of a contender faster than this is the mean of as many
-        back-to-back calls as fill it (counted once, before the first); 0 for
-        one call per sample.
+        back-to-back calls as fill it (counted once, before the first
+        sample); 0 for one call per sample.
     warmup : bool, default True
         Call every contender once, untimed, before anything else
         (compilation, page faults of reused buffers, a cache to fill).
