@@ -303,11 +303,16 @@ def _per_column(positions):  # type: ignore[no-untyped-def]
     """Whether positions differ between batch columns (a compile-time constant)."""
 
 
-@overload(_per_column, jit_options=JIT)
-def _ov_per_column(positions):  # type: ignore[no-untyped-def]
-    varies = isinstance(positions, types.BaseTuple) or (
+def _varies_by_column(positions: types.Type) -> bool:
+    """Whether positions of this Numba type differ between batch columns."""
+    return isinstance(positions, types.BaseTuple) or (
         isinstance(positions, types.Array) and positions.ndim == 2
     )
+
+
+@overload(_per_column, jit_options=JIT)
+def _ov_per_column(positions):  # type: ignore[no-untyped-def]
+    varies = _varies_by_column(positions)
     return lambda positions: varies
 
 
@@ -529,10 +534,56 @@ def _rotate_run(column, target, cos, sin, pairing, shared):  # type: ignore[no-u
         )
 
 
-@numba.njit(**JIT_INLINED)
 def _rotate_rows(x, out, cos, sin, pairing, shared, positions, i, s):  # type: ignore[no-untyped-def]
     """RoPE on pair ``i``'s rows ``x[h1, s, :]`` and ``x[h2, s, :]`` (the batch
-    axis, innermost in C order)."""
+    axis, innermost in C order) into ``out`` (``x`` itself in place)."""
+
+
+@overload(_rotate_rows, jit_options=JIT, inline="always")
+def _ov_rotate_rows(x, out, cos, sin, pairing, shared, positions, i, s):  # type: ignore[no-untyped-def]
+    if "A" in (x.layout, out.layout) and not _varies_by_column(positions):
+        return _rotate_rows_run
+    return _rotate_rows_indexed
+
+
+def _rotate_rows_run(x, out, cos, sin, pairing, shared, positions, i, s):  # type: ignore[no-untyped-def]
+    """``_rotate_rows`` for strided arrays (a decoding step's slot in a KV
+    cache, a slice of a larger array): through the rows as 1-D runs, typed
+    as contiguous where their elements are adjacent.  Indexed as strided
+    arrays, the rows ran element by element: a (128, 1, 32) float32 step
+    into its slot of a (128, 64, 32) cache took 1.9x the loop's time into a
+    new array."""
+    half = x.shape[0] // 2
+    h1, h2 = _pair(i, half, pairing)
+    p = _position(positions, s, 0)
+    t2 = _table_row(h1, h2, shared)
+    r1, r2, w1, w2 = x[h1, s], x[h2, s], out[h1, s], out[h2, s]
+    if _adjacent(r1) and _adjacent(r2) and _adjacent(w1) and _adjacent(w2):
+        _rotate_row_runs(
+            _typed_contiguous(r1),
+            _typed_contiguous(r2),
+            _typed_contiguous(w1),
+            _typed_contiguous(w2),
+            cos[h1, p],
+            sin[h1, p],
+            cos[t2, p],
+            sin[t2, p],
+        )
+    else:
+        _rotate_row_runs(r1, r2, w1, w2, cos[h1, p], sin[h1, p], cos[t2, p], sin[t2, p])
+
+
+@numba.njit(**JIT_INLINED)
+def _rotate_row_runs(r1, r2, w1, w2, c1, s1, c2, s2):  # type: ignore[no-untyped-def]
+    """RoPE on one pair's rows (1-D) ``r1`` and ``r2`` into ``w1`` and ``w2``,
+    with the tables' values at their position."""
+    for b in range(r1.shape[0]):
+        w1[b], w2[b] = _rotate(_load(r1[b]), _load(r2[b]), c1, s1, c2, s2, w1)
+
+
+def _rotate_rows_indexed(x, out, cos, sin, pairing, shared, positions, i, s):  # type: ignore[no-untyped-def]
+    """``_rotate_rows`` element by element, for contiguous arrays and for
+    positions per batch column."""
     half = x.shape[0] // 2
     h1, h2 = _pair(i, half, pairing)
     if _per_column(positions):
