@@ -286,6 +286,25 @@ def decode(settings: Settings, order: str, writes: str) -> Row:
     )
 
 
+def cache_slot(settings: Settings, order: str, cache: tuple[int, ...]) -> Row:
+    """One token of decoding written where a KV cache in Julia's layout keeps
+    it: ``rope(x, out=slot)`` on ``(128, 1, 32)`` float32, ``slot`` the view
+    at position 17 of a ``cache`` (``(128, 4096, 32)``) float32 array of the
+    same order, against ``np.copyto`` into it (numpy and torch: their
+    formula, allocating)."""
+    rope = RoPE(cache[0], cache[1])
+    x = _array((cache[0], 1, cache[2]), np.float32, order)
+    slot = np.zeros(cache, np.float32, order=order)[:, 17:18]
+    contenders: dict[str, Callable[[], object] | None] = {
+        "floor": partial(np.copyto, slot, x),
+        "ours": partial(rope, x, offset=17, out=slot),
+        "numpy": rope_numpy(rope, x),
+        "torch": rope_torch(rope, x),
+    }
+    case = "decode rope(x, out=slot), slot of a (head, seq, batch) cache"
+    return _measure("decode", case, x, order, contenders, "np.copyto", settings)
+
+
 def stored_queries(settings: Settings, seq: int) -> Row:
     """Hugging Face's queries as they arrive, (batch, seq, heads, head_dim) =
     ``(4, seq, 8, 128)`` float32, reversed to Julia's axes: a 4-D view
@@ -502,6 +521,10 @@ def all_cases(quick: bool) -> list[Case]:
     cases += [
         Case("decode", partial(decode, order=order, writes=writes))
         for writes in ("new", "out", "x")
+        for order in "CF"
+    ]
+    cases += [
+        Case("decode", partial(cache_slot, order=order, cache=size((128, 4096, 32), (128, 32, 32))))
         for order in "CF"
     ]
     cases += [Case("decode", partial(stored_queries, seq=seq)) for seq in (1, 8)]

@@ -9,38 +9,43 @@ import numpy as np
 
 from ._kernels import Direct, ids_within
 from ._parallel import NO_POST
-from ._views import may_share, merged
+from ._views import may_share, may_share_memory, merged
 
-__all__ = ["DirectCalls"]
+__all__ = ["IN_PLACE", "NEW", "DirectCalls"]
+
+NEW = "new"
+"""What a remembered allocating call writes into, in its key."""
+
+IN_PLACE = "in place"
+"""What a remembered in-place call writes into, in its key."""
 
 _MOST_LAYOUTS = 64
 """Records kept at most; many layouts in turn clear them (a small cache)."""
 
 
 class DirectCalls:
-    """The compiled loop a checked call ran, by input layout.
+    """The compiled loop a checked call ran, by the layouts of its arrays.
 
-    After a checked call, the loop it ran is remembered for inputs of the
-    same shape, strides and dtype (and for in place, or not; with position
-    ids, for ids of the same shape, strides and dtype): the next such call
-    skips the checks' slow path, the choice of loop and Numba's type
-    dispatch, and is checked only for what can change between two such
-    inputs (the offset's or the ids' range, and ``out``).  A call into an
-    ``out`` is remembered only where ``out`` is laid out as a new output
-    would be (``np.empty_like`` of ``x``, in its memory order), since an
-    allocating call then gets that layout; in place, whatever the layout of
-    ``x`` (a key rotated where it stands in a cache: such records are for
-    in-place calls only).  Inputs of more than 3 dims are remembered where
-    their axes from the third on merge into one without copying
-    (``merged``): the remembered call runs on such 3-D views; where they do
-    not, the loop is looked for on the arrays themselves (RoPE runs some
-    such layouts on views of its own, ``exchanged``).
+    After a checked call, the loop it ran is remembered for calls of the same
+    kind on arrays of the same layouts: the next such call skips the checks'
+    slow path, the choice of loop and Numba's type dispatch, and is checked
+    only for what can change between two such calls (the offset's or the
+    ids' range; ``out``'s shape, flags and overlap with ``x``).  A record's
+    key is ``x``'s shape, strides and dtype, then what the call writes
+    into: ``NEW`` (a new output, laid out as ``np.empty_like(x)``),
+    ``IN_PLACE`` (``x`` itself), or ``out``'s strides and dtype (any
+    ``out``: a slot of a KV cache as well as a fresh array); with position
+    ids, their shape, strides and dtype last.  Inputs of more than 3 dims
+    are remembered where their axes from the third on merge into one
+    without copying (``merged``): the remembered call runs on such 3-D
+    views; where they do not, the loop is looked for on the arrays
+    themselves (RoPE runs some such layouts on views of its own,
+    ``exchanged``).
 
     A layout that no call can be remembered for (its loop reads other
-    tables, or ``out`` is not laid out as a new output) is remembered as
-    such: finding that out takes a probe array of the output's size and
-    tens of microseconds, which a repeated large call would otherwise pay
-    every time (~40 us of a 300 us call on 8 MB).
+    tables) is remembered as such: finding that out takes tens of
+    microseconds, which a repeated large call would otherwise pay every
+    time (~40 us of a 300 us call on 8 MB).
 
     Pickles and copies as an empty record (compiled calls cannot be pickled;
     the copy remembers its own as it is used).
@@ -64,21 +69,28 @@ class DirectCalls:
     def call(
         self, x: np.ndarray, out: np.ndarray | None, where: int | np.ndarray
     ) -> np.ndarray | None:
-        """The result of the remembered call for ``x`` (an ndarray) at
-        ``where``, an integer offset or an ndarray of position ids, or None
-        where there is none or its conditions do not hold (then the caller
-        takes the checked path)."""
+        """The result of the remembered call for ``x`` (an ndarray) into
+        ``out`` (None: a new output) at ``where``, an integer offset or an
+        ndarray of position ids, or None where there is none or its
+        conditions do not hold (then the caller takes the checked path)."""
         shape = x.shape
+        if out is None:
+            key: tuple[Any, ...] = (shape, x.strides, x.dtype, NEW)
+        elif out is x:
+            key = (shape, x.strides, x.dtype, IN_PLACE)
+        elif type(out) is np.ndarray:
+            key = (shape, x.strides, x.dtype, out.strides, out.dtype)
+        else:
+            return None
         if isinstance(where, np.ndarray):
-            key = (shape, x.strides, x.dtype, out is x, where.shape, where.strides, where.dtype)
-            record = self._records.get(key)
-            if record is None or not ids_within(where, record[3] + shape[1]):
+            record = self._records.get((*key, where.shape, where.strides, where.dtype))
+            if record is None or not ids_within(where, record[0] + shape[1]):
                 return None
         else:
-            record = self._records.get((shape, x.strides, x.dtype, out is x))
-            if record is None or not 0 <= where <= record[3]:
+            record = self._records.get(key)
+            if record is None or not 0 <= where <= record[0]:
                 return None
-        order, dtype, layout, _, entry, args, length = record
+        _, entry, args, length, order, dtype = record
         if out is None:
             y = np.empty_like(x, dtype) if order is None else np.empty(shape, dtype, order)
             entry(x, y, *args, where, 0, length, NO_POST)
@@ -88,7 +100,14 @@ class DirectCalls:
                 return None
             entry(x, None, *args, where, 0, length, NO_POST)
             return x
-        if not _fits(out, x, layout):
+        # What the checks would refuse, for this one layout (``may_share``, inlined:
+        # the flags are read once, each read building an object).
+        flags = out.flags
+        if (
+            out.shape != shape
+            or not flags.behaved
+            or (not (flags.owndata and x.flags.owndata) and may_share_memory(x, out))
+        ):
             return None
         entry(x, out, *args, where, 0, length, NO_POST)
         return out
@@ -97,71 +116,71 @@ class DirectCalls:
         self,
         x: np.ndarray,
         out: np.ndarray,
+        new: bool,
         last: int,
         find: Callable[[np.ndarray, np.ndarray | None], Direct | None],
         ids: np.ndarray | None = None,
     ) -> None:
-        """After a checked call of ``x`` into ``out`` (``x`` itself in place),
-        keep the loop ``find`` gives for the arrays the loop is handed: 3-D
-        views of ``x`` and of ``out`` (None in place).  ``last`` is the
-        largest offset the call's tables cover for this sequence length.
-        ``ids``, if given, are the position ids the call read (native
-        ``intp``, one per position): the record is then for ids of their
-        shape and layout.
+        """After a checked call of ``x`` into ``out`` (``x`` itself in place;
+        ``new``: an output the call made), keep the loop ``find`` gives for
+        the arrays the loop is handed: 3-D views of ``x`` and of ``out``
+        (None in place).  ``last`` is the largest offset the call's tables
+        cover for this sequence length.  ``ids``, if given, are the position
+        ids the call read (native ``intp``, one per position): the record is
+        then for ids of their shape and layout.
 
         ``find`` costs tens of microseconds (Numba's ``typeof`` of each
         argument), so it is not asked again while a record for such calls
-        covers ``last``, nor for an ``out`` that is another view of ``x``'s
-        elements (written in place, but never accepted by ``call``), nor
-        for layouts of ``x`` and ``out`` refused before.
+        covers ``last``, nor for what ``call`` never accepts (an ``out``
+        that is another view of ``x``'s elements, written in place; an
+        unaligned one), nor for layouts refused before.
         """
         in_place = out is x  # the loop compiled to write into x (see run_forward)
-        key: tuple[Any, ...] = (x.shape, x.strides, x.dtype, in_place)
+        key: tuple[Any, ...] = (x.shape, x.strides, x.dtype)
+        key += (NEW,) if new else (IN_PLACE,) if in_place else (out.strides, out.dtype)
         if ids is not None:
             key += (ids.shape, ids.strides, ids.dtype)
         kept = self._records.get(key)
-        if kept is not None and kept[3] >= last:
+        if (kept is not None and kept[0] >= last) or key in self._refused:
             return
-        if not in_place and may_share(x, out):
+        if not new and not out.flags.behaved:  # never accepted by ``call``
             return
-        layout = (x.shape, out.strides, out.dtype)
-        if (key, layout) in self._refused:
+        if not in_place and not new and may_share(x, out):
             return
-        found = self._find(x, out, in_place, find)
+        found = self._find(x, out, new, in_place, find)
         if found is None:
             if len(self._refused) >= _MOST_LAYOUTS:
                 self._refused.clear()
-            self._refused.add((key, layout))
+            self._refused.add(key)
             return
         if len(self._records) >= _MOST_LAYOUTS:
             self._records.clear()
         order, entry, args, length = found
-        self._records[key] = (order, out.dtype, layout, last, entry, args, length)
+        self._records[key] = (last, entry, args, length, order, out.dtype)
 
     @staticmethod
     def _find(
         x: np.ndarray,
         out: np.ndarray,
+        new: bool,
         in_place: bool,
         find: Callable[[np.ndarray, np.ndarray | None], Direct | None],
     ) -> tuple[Literal["C", "F"] | None, Callable[..., None], tuple[Any, ...], int] | None:
         """The memory order of a new output (None: neither C nor F, made by
-        ``np.empty_like`` of ``x``; None in place, where none is made) and
+        ``np.empty_like`` of ``x``; also None where the call makes none) and
         the loop to remember for ``x`` into ``out`` (``remember``'s
-        arguments), or None where ``out``, not ``x`` itself, is not laid out
-        as a new output would be, or ``find`` finds none."""
+        arguments), or None where ``find`` finds none, or a new ``out`` is
+        not laid out as ``np.empty_like`` of ``x``, which the remembered
+        call makes."""
         order: Literal["C", "F"] | None = None
-        arrays: tuple[np.ndarray, ...] = (x,)
-        if not in_place:
-            new = np.empty_like(x, out.dtype)  # what an allocating call writes
-            if not _same_steps(out, new):
+        if new:
+            if not _same_steps(out, np.empty_like(x, out.dtype)):
                 return None
-            flags = new.flags
+            flags = out.flags
             order = "C" if flags.c_contiguous else "F" if flags.f_contiguous else None
-            arrays = (x, out, new)
         views: tuple[np.ndarray, ...] = (x, out)
         merge: Literal["C", "F"] | None = None
-        found_views = merged(*arrays) if x.ndim > 3 else None
+        found_views = merged(*views[: 1 if in_place else 2]) if x.ndim > 3 else None
         if found_views is not None:
             views, merge = found_views
         found = find(views[0], None if in_place else views[1])
@@ -195,23 +214,3 @@ def _same_steps(a: np.ndarray, b: np.ndarray) -> bool:
     longer than 1 (the others are never stepped along; numpy's contiguity
     flags, and so the compiled loops' types, ignore them too)."""
     return all(n <= 1 or p == q for n, p, q in zip(a.shape, a.strides, b.strides, strict=True))
-
-
-def _fits(out: Any, x: np.ndarray, layout: tuple[Any, ...]) -> bool:
-    """Whether ``out``, not ``x`` itself, is exactly the kind of array a
-    remembered call writes: ``layout`` is its (shape, strides, dtype), the
-    dtype the very object (cheaper to compare; an equal copy of it only
-    takes the checked path); writeable and aligned (``behaved``); no
-    overlap with ``x`` (what the checks would refuse, for that one layout)."""
-    shape, strides, dtype = layout
-    if not (
-        type(out) is np.ndarray
-        and out.dtype is dtype
-        and out.strides == strides
-        and out.shape == shape
-    ):
-        return False
-    flags = out.flags  # read once (each read builds an object): ``may_share``, inlined
-    return flags.behaved and (
-        (flags.owndata and x.flags.owndata) or not np.may_share_memory(x, out)
-    )

@@ -157,7 +157,7 @@ class AbsolutePE:
             if y is not None:
                 return y
         y = add_embeddings(self.embeddings, x, out, offset, batch_first, self._position_major)
-        remember_sum(self._direct, self._by_position, x, y, batch_first)
+        remember_sum(self._direct, self._by_position, x, y, out is None, batch_first)
         return y
 
     def _position_major(self, stop: int) -> np.ndarray:
@@ -192,14 +192,15 @@ def remember_sum(
     by_position: np.ndarray | None,
     x: Any,
     y: np.ndarray,
+    new: bool,
     batch_first: Any,
 ) -> None:
-    """After ``y = add_embeddings(...)`` of ``x`` (checked), have ``direct``
-    remember its loop for the next call of the same layout
-    (``remembered_sum``).  ``by_position`` is the table in F order
-    (features, positions) that decoding loops read, or None where there is
-    none yet (no such call was checked); only native float tables are read
-    by a remembered loop."""
+    """After ``y = add_embeddings(...)`` of ``x`` (checked; ``new``: ``y``
+    is an output the call made), have ``direct`` remember its loop for the
+    next call of the same layout (``remembered_sum``).  ``by_position`` is
+    the table in F order (features, positions) that decoding loops read, or
+    None where there is none yet (no such call was checked); only native
+    float tables are read by a remembered loop."""
     if type(x) is not np.ndarray or type(by_position) is not np.ndarray:
         return
     if by_position.dtype != np.float32 and by_position.dtype != np.float64:
@@ -211,6 +212,7 @@ def remember_sum(
         direct.remember(
             view,
             y_view,
+            new,
             by_position.shape[1] - view.shape[0],
             lambda kernel_x, kernel_out: absolute_direct(kernel_x, kernel_out, by_position),
         )

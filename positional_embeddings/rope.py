@@ -344,6 +344,7 @@ class RoPE:
                 f"Head dimension must match, expected {self.head_size}, got {head_size}"
             )
         where = resolve_positions(seq_len, x.shape[1:], self.cos_cached.shape[1], offset, positions)
+        new = out is None
         out = output_for(x, promote(x.dtype, self.cos_cached.dtype), out)
         args = (*tables, self._pairing, self._shared, self._along_positions)
         ids = where if isinstance(where, np.ndarray) else None
@@ -360,6 +361,7 @@ class RoPE:
             self._direct.remember(
                 x,
                 out,
+                new,
                 self.cos_cached.shape[1] - seq_len,
                 lambda view, kernel_out: rope_direct(
                     view, kernel_out, tables[0], tables[1], self._pairing, self._shared, where

@@ -51,6 +51,7 @@ def test_quick_run_prints_the_table_and_writes_markdown_and_json(tmp_path: Path)
     )
     assert "rope(x)  " in result.stdout
     assert "decode rope(x, out=out)" in result.stdout and "decode rope(x, out=x)" in result.stdout
+    assert "decode rope(x, out=slot), slot of a (head, seq, batch) cache" in result.stdout
     assert "decode pe(x)" in result.stdout
     assert any(line.startswith("chunk rope(x), x stored") and "128×8×8×4" in line for line in lines)
     assert "Targets: not checked with --quick" in result.stdout

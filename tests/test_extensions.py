@@ -8,7 +8,7 @@ from functools import partial
 import numpy as np
 import pytest
 
-from positional_embeddings import AbsolutePE, RoPE, _kernels, _parallel
+from positional_embeddings import AbsolutePE, RoPE, _direct, _kernels, _parallel
 from positional_embeddings.layouts import half_to_interleaved, interleaved_to_half
 
 import reference
@@ -70,8 +70,8 @@ def test_repeated_calls_with_position_ids_take_the_direct_path(order, per_column
         )
         y = assert_every_way_of_writing(partial(rope, positions=ids), x, expected)
         assert_bitwise_equal(rope(x, positions=ids.astype(np.int32)), expected)
-    for in_place, a in ((False, x), (True, y)):
-        assert (a.shape, a.strides, a.dtype, in_place, ids.shape, ids.strides, ids.dtype) in (
+    for target, a in ((_direct.NEW, x), (_direct.IN_PLACE, y)):
+        assert (a.shape, a.strides, a.dtype, target, ids.shape, ids.strides, ids.dtype) in (
             rope._direct
         )
     for bad in (-1, 40):

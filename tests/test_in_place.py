@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from positional_embeddings import AbsolutePE, RoPE, _kernels, _parallel
+from positional_embeddings import AbsolutePE, RoPE, _direct, _kernels, _parallel
 
 from comparisons import assert_bitwise_equal
 from test_rope import layouts, sample
@@ -107,7 +107,7 @@ def test_repeated_decoding_in_place_takes_its_own_direct_call(order):
         y = x.copy(order="K")
         assert rope(y, out=y, offset=position) is y
         assert_bitwise_equal(y, full[:, position : position + 1])
-    assert (x.shape, x.strides, x.dtype, True) in rope._direct
+    assert (x.shape, x.strides, x.dtype, _direct.IN_PLACE) in rope._direct
     out = np.empty_like(x)
     assert rope(x, out=out, offset=7) is out
     assert_bitwise_equal(out, full[:, 7:8])

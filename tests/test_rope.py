@@ -518,11 +518,10 @@ def test_repeated_calls_split_over_threads_take_the_direct_path(monkeypatch, ord
 def test_layouts_never_remembered_are_not_probed_at_every_call(monkeypatch):
     """Layouts that no call is remembered for (Hugging Face's queries cut
     from a longer cache along both the positions and the heads, whose axes
-    merge in no order; AbsolutePE over more
-    positions than a decoding step; an ``out`` not laid out as a new output)
-    are found out at their first call: later calls of them neither probe
-    ``out``'s layout (an array of its size) nor search for a loop, and give
-    the same bits."""
+    merge in no order; AbsolutePE over more positions than a decoding step)
+    are found out at their first call: later calls of them neither probe the
+    new output's layout (an array of its size) nor search for a loop, and
+    give the same bits."""
     probes, searches = [], []
     same_steps, rope_direct = _direct._same_steps, rope_module.rope_direct
     monkeypatch.setattr(_direct, "_same_steps", lambda *a: probes.append(a) or same_steps(*a))
@@ -535,12 +534,10 @@ def test_layouts_never_remembered_are_not_probed_at_every_call(monkeypatch):
     cache[:, :30, :5] = values.transpose(3, 1, 2, 0)
     hugging_face = cache[:, :30, :5].transpose(3, 1, 2, 0)
     expected = reference.rope_apply(values, rope.cos_cached[:, :30], rope.sin_cached[:, :30])
-    strided_out = np.empty((8, 30, 10), np.float32)[:, :, ::2]
     positions = sample((30, 8, 5), np.float32, seed=45)
     added = reference.absolute_apply(positions, pe.embeddings[:, :30])
     calls = [
         (partial(rope, hugging_face), expected),
-        (partial(rope, values[..., 0], out=strided_out), expected[..., 0]),
         (partial(pe, positions), added),
     ]
     for call, result in calls:
@@ -551,6 +548,42 @@ def test_layouts_never_remembered_are_not_probed_at_every_call(monkeypatch):
             assert_bitwise_equal(call(), result)
     assert (len(probes), len(searches)) == first
     assert len(rope._direct) == len(pe._direct) == 0
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_decoding_into_a_cache_slot_takes_the_direct_path(monkeypatch, order):
+    """A decoding loop that writes each step into its slot of a KV cache
+    (``out`` a view laid out unlike a new output) skips the checked path
+    after its first step, with the same bits as the whole sequence at once;
+    a slot of the wrong shape, read-only, or overlapping the step is still
+    refused with the checks' errors."""
+    rope = RoPE(16, 40)
+    steps = sample((16, 40, 4), np.float32, seed=46)
+    cache = np.zeros(steps.shape, np.float32, order=order)
+
+    def step(position: int) -> None:
+        x = np.array(steps[:, position : position + 1], order=order)  # a new token's own array
+        slot = cache[:, position : position + 1]
+        assert rope(x, out=slot, offset=position).base is cache
+
+    step(0)
+    with monkeypatch.context() as patched:
+        patched.setattr(RoPE, "_apply", refuse_checked_path)
+        for position in range(1, 40):
+            step(position)
+    assert_bitwise_equal(cache, rope(steps))
+    x = np.array(steps[:, 3:4], order=order)
+    with pytest.raises(ValueError, match="shape"):
+        rope(x, out=cache[:, 3:5])  # two slots: the strides of one
+    read_only = cache.copy(order="K")
+    read_only.flags.writeable = False
+    with pytest.raises(ValueError, match="writeable"):
+        rope(x, out=read_only[:, 3:4])
+    memory = np.zeros(cache.size + x.size, np.float32)
+    overlapping = np.lib.stride_tricks.as_strided(memory[1:], x.shape, cache[:, 3:4].strides)
+    within = np.lib.stride_tricks.as_strided(memory, x.shape, x.strides)
+    with pytest.raises(ValueError, match="overlaps"):
+        rope(within, out=overlapping)
 
 
 def _decoding_step(layout: str) -> np.ndarray:
@@ -691,10 +724,10 @@ def test_hugging_face_queries_run_as_one_loop_and_are_remembered(monkeypatch, ba
         runs.clear()
         step, expected = call(where)
         every_way(step, expected)
-        # Checked: the new output and in place; out= is laid out as the new output (remembered).
+        # Checked, each kind once: the new output, out=, in place (and on the cut).
         assert [(run.kernel, run.length) for run in runs] == [
             (_kernels._rope_inner_head, heads * seq * math.prod(batch))
-        ] * (2 + cut)
+        ] * (3 + cut)
     if batch:  # ids per column of several batch axes: checked at every call, one loop still
         runs.clear()
         step, expected = call(rng.integers(0, 40, x.shape[1:]))

@@ -18,7 +18,7 @@ def main() -> None:
     cache = np.empty_like(whole)
     for position in range(steps):  # decoding: one new token per step
         token = keys[:, position : position + 1]  # (head_dim, 1, heads)
-        cache[:, position : position + 1] = rope(token, offset=position)
+        rope(token, offset=position, out=cache[:, position : position + 1])  # into its slot
 
     print("bit-identical to the full pass:", np.array_equal(cache, whole))
 
