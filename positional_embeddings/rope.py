@@ -19,7 +19,7 @@ from ._checks import (
     resolve_positions,
 )
 from ._direct import DirectCalls
-from ._kernels import exchanged, rope_direct, rope_forward, rope_tables
+from ._kernels import exchanged, packed_tables, rope_direct, rope_forward, rope_tables
 from ._views import grown_copy, run_forward
 from .frequencies import frequency_bands
 
@@ -108,6 +108,7 @@ class RoPE:
         "_backward_sin",
         "_direct",
         "_kernel_tables",
+        "_packed",
         "_pairing",
         "_position_rows",
         "_shared",
@@ -228,6 +229,7 @@ class RoPE:
         self._backward_sin: np.ndarray | None = None
         self._direct = DirectCalls()
         self._position_rows: dict[int, np.ndarray] = {}
+        self._packed: dict[tuple[int, int], np.ndarray] = {}
 
     def __call__(
         self,
@@ -346,7 +348,7 @@ class RoPE:
         where = resolve_positions(seq_len, x.shape[1:], self.cos_cached.shape[1], offset, positions)
         new = out is None
         out = output_for(x, promote(x.dtype, self.cos_cached.dtype), out)
-        args = (*tables, self._pairing, self._shared, self._along_positions)
+        args = (*tables, self._pairing, self._shared, self._along_positions, self._packed_tables)
         ids = where if isinstance(where, np.ndarray) else None
         views = exchanged(x, out, where)
         if views is not None:  # one loop for all batch axes, which may not merge
@@ -364,7 +366,14 @@ class RoPE:
                 new,
                 self.cos_cached.shape[1] - seq_len,
                 lambda view, kernel_out: rope_direct(
-                    view, kernel_out, tables[0], tables[1], self._pairing, self._shared, where
+                    view,
+                    kernel_out,
+                    tables[0],
+                    tables[1],
+                    self._pairing,
+                    self._shared,
+                    self._packed_tables,
+                    where,
                 ),
                 ids,
             )
@@ -375,6 +384,17 @@ class RoPE:
         least positions ``0 .. stop - 1``, kept for the next call."""
         kept = grown_copy(self._position_rows.get(id(table)), table, stop, "C")
         self._position_rows[id(table)] = kept
+        return kept
+
+    def _packed_tables(self, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
+        """Kernel tables ``cos`` and ``sin`` with equal partner rows in one
+        (``packed_tables``), for the loops along the head (Julia's order),
+        made at the first such call and kept: one more table's memory."""
+        key = (id(cos), id(sin))
+        kept = self._packed.get(key)
+        if kept is None:
+            second = _partner_rows(self.head_size, self._pairing)[1]
+            kept = self._packed[key] = packed_tables(cos, sin, second)
         return kept
 
     def __getstate__(self) -> dict[str, Any]:

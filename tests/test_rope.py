@@ -265,6 +265,36 @@ def test_equal_partner_rows_are_read_once_and_only_when_bitwise_equal(interleave
         assert_bitwise_equal(again(view), rope(view))
 
 
+def test_loops_along_the_head_read_the_tables_packed_in_one():
+    """In Julia's order, with equal partner rows, the loops along the head
+    read one table holding each pair's cos in its first row and its sin in
+    the second, made at the first such call and kept: the same bits as the
+    two tables (forward and backward, whose tables are another pair); C
+    order and tables with unequal partner rows read the tables as they are."""
+    rope = RoPE(16, 40)
+    x = sample((16, 40, 4), np.float32, seed=48)
+    expected = reference.rope_apply(x, rope.cos_cached, rope.sin_cached)
+    assert_bitwise_equal(rope(x), expected)
+    assert not rope._packed
+    julia_order = np.asfortranarray(x)
+    assert_bitwise_equal(rope(julia_order), expected)
+    (packed,) = rope._packed.values()
+    assert packed.flags.f_contiguous and not packed.flags.writeable
+    assert_bitwise_equal(packed[:8], rope.cos_cached[:8])
+    assert_bitwise_equal(packed[8:], rope.sin_cached[8:])
+    assert_bitwise_equal(rope(julia_order[:, 5:6], offset=5), expected[:, 5:6])
+    assert_bitwise_equal(rope.backward(julia_order), rope.backward(x))
+    assert (
+        len(rope._packed) == 2
+        and rope._packed[id(rope._kernel_tables[0]), id(rope._kernel_tables[1])] is packed
+    )
+    cos, sin = rope.cos_cached.copy(), rope.sin_cached.copy()
+    sin[12, 7] = 0.5  # one pair's rows differ at one position
+    unequal = RoPE.from_tables(16, cos, sin)
+    assert_bitwise_equal(unequal(julia_order), reference.rope_apply(x, cos, sin))
+    assert not unequal._packed
+
+
 def test_bool_input_keeps_julias_strong_zero():
     """false * -Inf is -0.0 in Julia (copysign), NaN in IEEE arithmetic; but
     neg_half(x) of a Bool array is Int, where 0 * Inf is NaN."""
