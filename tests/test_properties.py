@@ -26,13 +26,16 @@ TABLE_DTYPES = st.sampled_from([np.float16, np.float32, np.float64])
 
 
 @st.composite
-def arrays_in_any_layout(draw, first: int, second: int, dtypes=INPUT_DTYPES):
+def arrays_in_any_layout(draw, first: int, second: int, dtypes=INPUT_DTYPES, rest=None):
     """An array (first, second, rest...) as C, F, a strided, reversed view, a
     slice of a longer array, or a view of a contiguous array that stores its
     axes in another order, whole or a part of it cut along one axis (a
-    cache's first positions, a fused projection's queries)."""
+    cache's first positions, a fused projection's queries).  ``rest``, the
+    shape of the axes after the second, is drawn unless given."""
     dtype = draw(dtypes)
-    shape = (first, second, *tuple(draw(st.lists(st.integers(0, 3), min_size=1, max_size=3))))
+    if rest is None:
+        rest = draw(st.lists(st.integers(0, 3), min_size=1, max_size=3))
+    shape = (first, second, *rest)
     x = draw(hnp.arrays(dtype, shape, elements=_elements(dtype)))
     layout = draw(st.sampled_from(["C", "F", "strided", "stored", "stored and cut", "sliced"]))
     if layout == "stored and cut":
@@ -90,9 +93,10 @@ def test_in_place_matches_a_separate_output(data, half, channels):
 def test_repeated_calls_give_the_bits_of_the_first(data, half, channels):
     """A second round of calls on arrays of one layout, which takes the
     remembered loop wherever one is kept (3-D and merged N-D layouts alike),
-    gives the bits of the first, checked round: allocating, with ``out=`` and
-    in place (into a compact copy, and into ``x`` itself, whatever its
-    layout), at one offset."""
+    gives the bits of the first, checked round: allocating, with ``out=`` (a
+    new array, and one in any layout, as a slot of a cache) and in place
+    (into a compact copy, and into ``x`` itself, whatever its layout), at
+    one offset."""
     dtype = data.draw(st.sampled_from([np.float32, np.float64]))
     seq = data.draw(st.integers(1, 3))
     offset = data.draw(st.integers(0, 6 - seq))
@@ -103,8 +107,11 @@ def test_repeated_calls_give_the_bits_of_the_first(data, half, channels):
         x = data.draw(arrays_in_any_layout(first, second, st.just(dtype)))
         step = partial(encoding, offset=offset)
         expected = step(x)
+        out = data.draw(arrays_in_any_layout(first, second, st.just(dtype), x.shape[2:]))
         for _ in range(2):
             assert_every_way_of_writing(step, x, expected)
+            assert step(x, out=out) is out
+            assert_bitwise_equal(out, expected)
         before = x.copy()
         for _ in range(2):
             assert step(x, out=x) is x
