@@ -136,6 +136,7 @@ class DirectCalls:
         unaligned one), nor for layouts refused before.
         """
         in_place = out is x  # the loop compiled to write into x (see run_forward)
+        # The key as ``call`` builds it (there inline, on the decoding step's path).
         key: tuple[Any, ...] = (x.shape, x.strides, x.dtype)
         key += (NEW,) if new else (IN_PLACE,) if in_place else (out.strides, out.dtype)
         if ids is not None:
