@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 import typing
 from collections.abc import Callable
+from operator import itemgetter, methodcaller
 from typing import Any
 
 import numba
@@ -1029,14 +1030,17 @@ def _on_exchanged(
     1, which numpy's reshape ignores."""
     head, seq, heads = shape[:3]
 
-    def view(a: np.ndarray) -> np.ndarray:
-        if len(shape) == 3:
-            return a.swapaxes(1, 2)
-        if seq == 1 and len(shape) == 4:
-            # (head, heads, batch), the step's one position dropped: the
-            # reshape's view, at a quarter of its cost (0.3 against 1.3 us).
-            return a[:, 0]
+    def exchanged_and_merged(a: np.ndarray) -> np.ndarray:
         return a.swapaxes(1, 2).reshape((head, columns, -1), order="F")
+
+    view: Callable[[np.ndarray], np.ndarray] = exchanged_and_merged
+    if len(shape) == 3:
+        view = methodcaller("swapaxes", 1, 2)
+    elif seq == 1 and len(shape) == 4:
+        # (head, heads, batch), the step's one position dropped: the view
+        # ``exchanged_and_merged`` gives, at a quarter of its cost (0.3
+        # against 1.3 us).
+        view = itemgetter((slice(None), 0))
 
     def call(
         x: np.ndarray,
