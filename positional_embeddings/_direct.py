@@ -9,7 +9,7 @@ import numpy as np
 
 from ._kernels import Direct, ids_within
 from ._parallel import NO_POST
-from ._views import may_share, may_share_memory, merged
+from ._views import may_share, may_share_memory, merged, merging
 
 __all__ = ["IN_PLACE", "NEW", "DirectCalls"]
 
@@ -199,36 +199,12 @@ def _on_views(
     """``entry`` for arrays of more than 3 dims: ``entry`` of their 3-D views
     of ``shape``, merged in ``order``.  Views, never copies: the record is
     only for arrays laid out as those whose views ``merged`` found."""
-    view = _merging(shape, order)
+    view = merging(shape, order)
 
     def call(x: np.ndarray, out: np.ndarray | None, *rest: Any) -> None:
         entry(view(x), None if out is None else view(out), *rest)
 
     return call
-
-
-def _merging(
-    shape: tuple[int, ...], order: Literal["C", "F"]
-) -> Callable[[np.ndarray], np.ndarray]:
-    """The view of shape ``shape`` of an array, its axes merged in ``order``.
-
-    Spelt without ``reshape``'s ``order`` keyword, whose parsing costs as
-    much as the reshape itself (0.25 us more per array on the AMD machine,
-    of a 4 us decoding step): in F order, as the reverse of the C-order
-    reshape of the array with its axes reversed.
-    """
-    if order == "C":
-
-        def merge(a: np.ndarray) -> np.ndarray:
-            return a.reshape(shape)
-
-        return merge
-    reverse = shape[::-1]
-
-    def merge_reversed(a: np.ndarray) -> np.ndarray:
-        return a.T.reshape(reverse).T
-
-    return merge_reversed
 
 
 def _same_steps(a: np.ndarray, b: np.ndarray) -> bool:

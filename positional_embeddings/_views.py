@@ -21,6 +21,7 @@ __all__ = [
     "may_share",
     "may_share_memory",
     "merged",
+    "merging",
     "run_forward",
     "viewed",
 ]
@@ -70,6 +71,29 @@ def merged(
         if all(v is not None for v in views):
             return tuple(v for v in views if v is not None), order
     return None
+
+
+def merging(shape: tuple[int, ...], order: Literal["C", "F"]) -> Callable[[np.ndarray], np.ndarray]:
+    """The function viewing arrays laid out as those ``merged`` viewed as
+    ``shape``, their axes merged in ``order``: a view, never a copy, for
+    such arrays (``reshape`` would copy others).
+
+    Spelt without ``reshape``'s ``order`` keyword, whose parsing alone costs
+    0.28 us (on the AMD machine, of a 4 us decoding step): in F order, as
+    the C-order reshape of the array with its axes reversed, reversed back.
+    """
+    if order == "C":
+
+        def merge(a: np.ndarray) -> np.ndarray:
+            return a.reshape(shape)
+
+        return merge
+    reverse = shape[::-1]
+
+    def merge_reversed(a: np.ndarray) -> np.ndarray:
+        return a.T.reshape(reverse).T
+
+    return merge_reversed
 
 
 def _three_d_views(*arrays: np.ndarray) -> Iterator[tuple[np.ndarray, ...]]:
