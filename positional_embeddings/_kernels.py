@@ -1398,12 +1398,11 @@ def _planes(x: np.ndarray, out: np.ndarray | None) -> tuple[np.ndarray, np.ndarr
     """(batch, seq*channels) views of ``x`` and ``out`` (None stays None), or
     None if a batch column's (seq, channel) plane is not one run in either."""
     shape = (x.shape[0] * x.shape[1], x.shape[2])
-    try:
-        return np.reshape(x, shape, order="F", copy=False).T, (
-            None if out is None else np.reshape(out, shape, order="F", copy=False).T
-        )
-    except ValueError:
+    x_plane = viewed(x, shape, "F")
+    out_plane = None if out is None else viewed(out, shape, "F")
+    if x_plane is None or (out is not None and out_plane is None):
         return None
+    return x_plane.T, None if out_plane is None else out_plane.T
 
 
 @numba.njit(**JIT)

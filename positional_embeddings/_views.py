@@ -22,6 +22,7 @@ __all__ = [
     "may_share_memory",
     "merged",
     "merging",
+    "reshaped_in_place",
     "run_forward",
     "viewed",
 ]
@@ -42,12 +43,45 @@ def _kernel_output(out: np.ndarray) -> np.ndarray:
     return out.view(np.uint16) if out.dtype == _F16 else out
 
 
+def reshaped_in_place(
+    a: np.ndarray, shape: tuple[int, ...], order: Literal["C", "F"]
+) -> np.ndarray:
+    """``a`` reshaped to ``shape`` in ``order`` as a view, made by setting the
+    shape of a view of ``a`` (in F order, of its axes reversed), which numpy
+    refuses (``AttributeError``) where the strides would need a copy: the
+    no-copy reshape of numpy before 2.1, whose ``reshape`` has no ``copy``."""
+    if order == "F":
+        return reshaped_in_place(a.T, shape[::-1], "C").T
+    view = a.view()
+    view.shape = shape
+    return view
+
+
+def _reshaped_without_copy(
+    a: np.ndarray, shape: tuple[int, ...], order: Literal["C", "F"]
+) -> np.ndarray:
+    """``np.reshape(..., copy=False)`` (numpy 2.1 and later): raises
+    ``ValueError`` where the strides would need a copy."""
+    return np.reshape(a, shape, order=order, copy=False)
+
+
+def _reshape_takes_copy() -> bool:
+    try:
+        np.reshape(np.empty(1), (1,), copy=False)
+    except TypeError:  # numpy before 2.1
+        return False
+    return True
+
+
+_reshaped = _reshaped_without_copy if _reshape_takes_copy() else reshaped_in_place
+
+
 def viewed(a: np.ndarray, shape: tuple[int, ...], order: Literal["C", "F"]) -> np.ndarray | None:
     """``a`` reshaped to ``shape`` in ``order`` without copying, or None if
     the strides forbid it."""
     try:
-        return np.reshape(a, shape, order=order, copy=False)
-    except ValueError:
+        return _reshaped(a, shape, order)
+    except (ValueError, AttributeError):
         return None
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from positional_embeddings import AbsolutePE, LearnedPE, RelativePE, RoPE, _parallel
+from positional_embeddings import AbsolutePE, LearnedPE, RelativePE, RoPE, _parallel, _views
 
 from comparisons import assert_bitwise_equal
 
@@ -310,3 +310,45 @@ def test_memory_is_flat_over_100k_calls():
     assert result.returncode == 0, result.stderr
     growth_kib = int(result.stdout.strip())
     assert growth_kib < 5 * 1024, f"resident memory grew by {growth_kib} KiB"
+
+
+# --- numpy versions ------------------------------------------------------------------
+
+
+def _layouts() -> list[np.ndarray]:
+    """Arrays of 4 dims laid out in many ways: both orders, axes exchanged,
+    cut with steps and reversed, axes of length 1 and 0."""
+    base = np.arange(2 * 3 * 4 * 5, dtype=np.float32)
+    arrays = [base.reshape(2, 3, 4, 5), base.reshape(2, 3, 4, 5, order="F")]
+    arrays += [a.transpose(axes) for a in arrays[:2] for axes in ((0, 1, 3, 2), (3, 2, 1, 0))]
+    arrays += [a[:, :, ::2] for a in arrays[:4]] + [a[..., ::-1] for a in arrays[:4]]
+    arrays += [np.zeros((3, 1, 4, 1), order=order) for order in "CF"]
+    arrays += [np.zeros((3, 2, 0, 4)), np.zeros((4, 1, 1, 5))[:, :, :, 1:4]]
+    return arrays
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("layout", range(len(_layouts())))
+def test_no_copy_reshape_of_numpy_before_2_1_views_as_numpy_does(layout, order):
+    """The views the kernels take by merging axes come, on numpy before 2.1
+    (no ``copy`` keyword), from setting the shape of a view: where numpy's
+    reshape gives a view, it gives the same one; where numpy copies, it
+    refuses (and ``viewed`` gives None)."""
+    a = _layouts()[layout]
+    for shape in ((*a.shape[:2], -1), (a.shape[0] * a.shape[1], *a.shape[2:])):
+        reshaped = a.reshape(shape, order=order)
+        is_view = a.size == 0 or np.shares_memory(reshaped, a)
+        if not is_view:
+            with pytest.raises(AttributeError, match="Incompatible shape"):
+                _views.reshaped_in_place(a, shape, order)
+            assert _views.viewed(a, shape, order) is None
+            continue
+        for view in (_views.reshaped_in_place(a, shape, order), _views.viewed(a, shape, order)):
+            assert view is not None
+            assert view.shape == reshaped.shape
+            assert view.__array_interface__["data"] == reshaped.__array_interface__["data"]
+            assert all(
+                n <= 1 or p == q
+                for n, p, q in zip(view.shape, view.strides, reshaped.strides, strict=True)
+            )
+            np.testing.assert_array_equal(view, reshaped)
