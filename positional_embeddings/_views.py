@@ -66,6 +66,7 @@ def _reshaped_without_copy(
 
 
 def _reshape_takes_copy() -> bool:
+    """Whether this numpy's ``reshape`` takes ``copy`` (2.1 and later)."""
     try:
         np.reshape(np.empty(1), (1,), copy=False)
     except TypeError:  # numpy before 2.1
