@@ -73,6 +73,8 @@ def test_learned_decoding_steps_take_the_direct_path(monkeypatch, order, batch_f
         step(x, offset=40)
 
 
+# numpy 2.5 deprecates setting an array's shape or dtype; users still can.
+@pytest.mark.filterwarnings("ignore:Setting the (shape|dtype) on a NumPy array:DeprecationWarning")
 def test_learned_decoding_steps_read_the_table_as_it_is_now(monkeypatch):
     """A remembered step reads the table trained in place; a table replaced,
     or reshaped or retyped in place, is checked again (and remembered anew)."""

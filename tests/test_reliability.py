@@ -101,6 +101,9 @@ def _rope_in_child(seed: int) -> np.ndarray:
     return RoPE(64, 512)(x)
 
 
+# Python 3.12 and later warn at a fork in any process with threads (the
+# parent's team; pytest-xdist's own).
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
 @pytest.mark.parametrize("method", ["fork", "spawn"])
 def test_process_pools_after_the_parent_used_the_library(method):
     if method not in multiprocessing.get_all_start_methods():
@@ -330,6 +333,9 @@ def _layouts() -> list[np.ndarray]:
     return arrays
 
 
+# That spelling sets the shape of a view, which numpy 2.5 deprecates (the
+# package only uses it before 2.1).
+@pytest.mark.filterwarnings("ignore:Setting the shape on a NumPy array:DeprecationWarning")
 @pytest.mark.parametrize("order", ["C", "F"])
 @pytest.mark.parametrize("layout", range(len(_layouts())))
 def test_no_copy_reshape_of_numpy_before_2_1_views_as_numpy_does(layout, order):
