@@ -9,7 +9,10 @@
   A stale or corrupt cache file of this package (truncated by a crash,
   overwritten, left by another Numba version) is treated as missing: the
   function is compiled again and the entry rewritten, where Numba alone
-  would raise.
+  would raise.  So is an entry whose file holds the code of another
+  signature, which two processes compiling at once can leave behind (Numba
+  rewrites the index without a lock); Numba alone would run that code on
+  the new arguments.
 - ``nogil``: compiled calls release the GIL, so Python threads (ours, and
   the caller's) run them concurrently.
 - ``error_model="numpy"``: IEEE results (``1/0 == inf``) instead of Python
@@ -39,33 +42,58 @@ def _cache_available() -> bool:
     return True
 
 
-def _tolerate_broken_cache_files() -> None:
-    """Make Numba treat this package's unreadable cache files as absent.
+def _harden_cache_files() -> None:
+    """Make Numba treat this package's unusable cache entries as absent.
 
     Numba's index and data files are pickles; a damaged one makes Numba raise
-    from the first call of the function.  Only files under a cache path that
-    names this package are affected: other libraries' caching is unchanged.
+    from the first call of the function.  And a data file is found through
+    the index alone: two processes that read the index before either rewrote
+    it give their two signatures the same file, and the index can end up
+    naming, for one signature, the code of the other.  This package's entries
+    are therefore saved with their key, and loaded only if it matches.  Only
+    files under a cache path that names this package are affected: other
+    libraries' caching is unchanged.
     """
     from numba.core.caching import IndexDataCacheFile
 
-    load, load_index = IndexDataCacheFile.load, IndexDataCacheFile._load_index
+    save, load, load_index = (
+        IndexDataCacheFile.save,
+        IndexDataCacheFile.load,
+        IndexDataCacheFile._load_index,
+    )
 
-    def tolerant(method: Any, missing: Any) -> Any:
-        def wrapper(self: IndexDataCacheFile, *args: Any) -> Any:
-            if "positional_embeddings" not in str(self._cache_path):
-                return method(self, *args)
-            try:
-                return method(self, *args)
-            except Exception:  # any damage: unpickling errors, bad versions, short files
-                return missing
+    def ours(cache_file: IndexDataCacheFile) -> bool:
+        return "positional_embeddings" in str(cache_file._cache_path)
 
-        return wrapper
+    def keyed_save(self: IndexDataCacheFile, key: Any, data: Any) -> None:
+        save(self, key, (key, data) if ours(self) else data)
 
-    IndexDataCacheFile.load = tolerant(load, None)  # type: ignore[method-assign]
-    IndexDataCacheFile._load_index = tolerant(load_index, {})  # type: ignore[method-assign]
+    def keyed_load(self: IndexDataCacheFile, key: Any) -> Any:
+        if not ours(self):
+            return load(self, key)
+        try:
+            entry = load(self, key)
+            if entry is None:
+                return None
+            saved_key, data = entry
+            return data if saved_key == key else None
+        except Exception:  # any damage: unpickling errors, bad versions, short files
+            return None
+
+    def tolerant_load_index(self: IndexDataCacheFile) -> Any:
+        if not ours(self):
+            return load_index(self)
+        try:
+            return load_index(self)
+        except Exception:
+            return {}
+
+    IndexDataCacheFile.save = keyed_save  # type: ignore[method-assign]
+    IndexDataCacheFile.load = keyed_load  # type: ignore[method-assign]
+    IndexDataCacheFile._load_index = tolerant_load_index  # type: ignore[method-assign]
 
 
-_tolerate_broken_cache_files()
+_harden_cache_files()
 
 JIT: dict[str, Any] = {"cache": _cache_available(), "nogil": True, "error_model": "numpy"}
 

@@ -181,6 +181,53 @@ def test_damaged_cache_directory(tmp_path):
         assert [p for p in cache.rglob("*") if p.is_file()], damage
 
 
+TWO_DTYPES = """
+import hashlib
+import numba
+import numpy as np
+from positional_embeddings import RoPE, _julia_math, _kernels
+rope = RoPE(8, 4)
+for dtype in {dtypes}:
+    print(hashlib.sha256(rope(np.arange(64, dtype=dtype).reshape(8, 4, 2)).tobytes()).hexdigest())
+dispatchers = [
+    value
+    for module in (_kernels, _julia_math)
+    for value in vars(module).values()
+    if isinstance(value, numba.core.dispatcher.Dispatcher)
+]
+print("compiled", sum(sum(d.stats.cache_misses.values()) for d in dispatchers))
+"""
+
+
+def test_cache_entry_of_another_signature_is_compiled_over(tmp_path):
+    """Two processes compiling at once with one cache can leave an index entry
+    naming a data file that holds another signature's code (Numba reads,
+    changes and rewrites the index without a lock, and numbers data files by
+    what it read).  Such an entry is compiled over: never run on arrays of
+    another type (which gave a TypingError in CI, or wrong numbers); the
+    entries written then are loaded by the next process."""
+    cache = tmp_path / "cache"
+    environment = {"NUMBA_CACHE_DIR": str(cache)}
+    first = run_python(TWO_DTYPES.format(dtypes="(np.float32, np.float64)"), environment)
+    assert first.returncode == 0, first.stderr
+    rotated = 0
+    for index in cache.rglob("*.nbi"):
+        data = sorted(index.parent.glob(index.name[: -len("nbi")] + "*.nbc"))
+        contents = [path.read_bytes() for path in data]
+        for path, content in zip(data, contents[1:] + contents[:1], strict=True):
+            path.write_bytes(content)
+        rotated += len(data) > 1
+    assert rotated, "no function was compiled for both types"
+    second = run_python(TWO_DTYPES.format(dtypes="(np.float64, np.float32)"), environment)
+    third = run_python(TWO_DTYPES.format(dtypes="(np.float64, np.float32)"), environment)
+    for run in (second, third):
+        assert run.returncode == 0, run.stderr
+        assert "Error" not in run.stderr and "Warning" not in run.stderr
+        assert run.stdout.splitlines()[:2] == first.stdout.splitlines()[1::-1]
+    compiled = [int(run.stdout.split()[-1]) for run in (first, second, third)]
+    assert compiled[0] > 0 and compiled[1] > 0 and compiled[2] == 0, compiled
+
+
 def test_no_writable_cache_location_compiles_in_memory():
     """Where Numba finds no writable cache location it refuses to compile any
     ``cache=True`` function; the package notices and compiles in memory."""
