@@ -11,8 +11,9 @@
   function is compiled again and the entry rewritten, where Numba alone
   would raise.  So is an entry whose file holds the code of another
   signature, which two processes compiling at once can leave behind (Numba
-  rewrites the index without a lock); Numba alone would run that code on
-  the new arguments.
+  rewrites the index without a lock), and one compiled from other sources
+  (Numba notices a change of the function's own file, not of the functions
+  it calls): Numba alone would run that code.
 - ``nogil``: compiled calls release the GIL, so Python threads (ours, and
   the caller's) run them concurrently.
 - ``error_model="numpy"``: IEEE results (``1/0 == inf``) instead of Python
@@ -23,9 +24,16 @@
 
 from __future__ import annotations
 
+import functools
+import hashlib
+from pathlib import Path
 from typing import Any
 
-__all__ = ["JIT", "JIT_INLINED"]
+__all__ = ["COMPILED_SOURCES", "JIT", "JIT_INLINED"]
+
+COMPILED_SOURCES = ("_atomics.py", "_jit.py", "_julia_math.py", "_kernels.py", "_parallel.py")
+"""The package's modules whose code (or compile options) Numba compiles:
+a cached function is only as current as all of them."""
 
 
 def _probe() -> None:
@@ -42,17 +50,29 @@ def _cache_available() -> bool:
     return True
 
 
+@functools.cache
+def _sources_digest() -> str:
+    """SHA-256 of ``COMPILED_SOURCES``' contents, read once per process."""
+    digest = hashlib.sha256()
+    for name in COMPILED_SOURCES:
+        digest.update(Path(__file__).with_name(name).read_bytes())
+    return digest.hexdigest()
+
+
 def _harden_cache_files() -> None:
     """Make Numba treat this package's unusable cache entries as absent.
 
     Numba's index and data files are pickles; a damaged one makes Numba raise
-    from the first call of the function.  And a data file is found through
-    the index alone: two processes that read the index before either rewrote
-    it give their two signatures the same file, and the index can end up
-    naming, for one signature, the code of the other.  This package's entries
-    are therefore saved with their key, and loaded only if it matches.  Only
-    files under a cache path that names this package are affected: other
-    libraries' caching is unchanged.
+    from the first call of the function.  A data file is found through the
+    index alone: two processes that read the index before either rewrote it
+    give their two signatures the same file, and the index can end up
+    naming, for one signature, the code of the other.  And the index is
+    dropped when the function's own file changes, while a kernel also holds
+    the code of the functions it calls from other modules.  This package's
+    entries are therefore saved with their key and a digest of
+    ``COMPILED_SOURCES``, and loaded only if both match.  Only files under a
+    cache path that names this package are affected: other libraries'
+    caching is unchanged.
     """
     from numba.core.caching import IndexDataCacheFile
 
@@ -66,7 +86,7 @@ def _harden_cache_files() -> None:
         return "positional_embeddings" in str(cache_file._cache_path)
 
     def keyed_save(self: IndexDataCacheFile, key: Any, data: Any) -> None:
-        save(self, key, (key, data) if ours(self) else data)
+        save(self, key, ((key, _sources_digest()), data) if ours(self) else data)
 
     def keyed_load(self: IndexDataCacheFile, key: Any) -> Any:
         if not ours(self):
@@ -76,7 +96,7 @@ def _harden_cache_files() -> None:
             if entry is None:
                 return None
             saved_key, data = entry
-            return data if saved_key == key else None
+            return data if saved_key == (key, _sources_digest()) else None
         except Exception:  # any damage: unpickling errors, bad versions, short files
             return None
 

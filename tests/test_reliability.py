@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import copy
 import multiprocessing
 import os
@@ -17,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from positional_embeddings import AbsolutePE, LearnedPE, RelativePE, RoPE, _parallel, _views
+from positional_embeddings import AbsolutePE, LearnedPE, RelativePE, RoPE, _jit, _parallel, _views
 
 from comparisons import assert_bitwise_equal
 
@@ -148,6 +149,8 @@ def test_used_encodings_pickle_and_copy():
 
 # --- Numba's cache -------------------------------------------------------------------
 
+COMPILERS = {"numba", "llvmlite"}
+
 SMOKE = """
 import numpy as np
 from positional_embeddings import RoPE, AbsolutePE
@@ -226,6 +229,48 @@ def test_cache_entry_of_another_signature_is_compiled_over(tmp_path):
         assert run.stdout.splitlines()[:2] == first.stdout.splitlines()[1::-1]
     compiled = [int(run.stdout.split()[-1]) for run in (first, second, third)]
     assert compiled[0] > 0 and compiled[1] > 0 and compiled[2] == 0, compiled
+
+
+def test_cache_entries_follow_every_compiled_source(tmp_path):
+    """Numba invalidates a cached function when its own file changes, not
+    when a function it calls changes in another file: the table kernels of
+    ``_kernels.py`` inline ``_julia_math.py``'s cosine.  Edited there alone,
+    the next process computes what a process with an empty cache does."""
+    site = tmp_path / "site"
+    shutil.copytree(
+        ROOT / "positional_embeddings",
+        site / "positional_embeddings",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    probe = "from positional_embeddings import RoPE; print(RoPE(8, 40).cos_cached.tolist())"
+
+    def run(cache: str) -> str:
+        environment = {"PYTHONPATH": str(site), "NUMBA_CACHE_DIR": str(cache)}
+        result = run_python(probe, environment, cwd=tmp_path)  # not this checkout's copy
+        assert result.returncode == 0, result.stderr
+        return result.stdout
+
+    before = run(tmp_path / "cache")
+    math = site / "positional_embeddings" / "_julia_math.py"
+    cosine = "_cos_kernel_f32(y))\n"
+    assert math.read_text().count(cosine) == 1
+    math.write_text(math.read_text().replace(cosine, "_cos_kernel_f32(y) * np.float32(2))\n"))
+    after = run(tmp_path / "cache")
+    assert after == run(tmp_path / "empty") != before
+
+
+def test_compiled_sources_are_every_module_that_uses_numba():
+    package = ROOT / "positional_embeddings"
+    users = {
+        path.name
+        for path in package.glob("*.py")
+        if any(
+            (isinstance(node, ast.Import) and node.names[0].name.split(".")[0] in COMPILERS)
+            or (isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in COMPILERS)
+            for node in ast.walk(ast.parse(path.read_text()))
+        )
+    }
+    assert set(_jit.COMPILED_SOURCES) == users
 
 
 def test_no_writable_cache_location_compiles_in_memory():
