@@ -38,6 +38,16 @@ def run_python(code: str, env: dict[str, str] | None = None, timeout: float = 30
     )
 
 
+def copy_package(site: Path) -> Path:
+    """A copy of the package's sources (no caches) in ``site``; returns ``site``."""
+    shutil.copytree(
+        ROOT / "positional_embeddings",
+        site / "positional_embeddings",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    return site
+
+
 # --- threads -------------------------------------------------------------------------
 
 
@@ -184,22 +194,33 @@ def test_damaged_cache_directory(tmp_path):
         assert [p for p in cache.rglob("*") if p.is_file()], damage
 
 
-TWO_DTYPES = """
-import hashlib
+DISPATCHERS = """
 import numba
+from positional_embeddings import _julia_math, _kernels
+dispatchers = {
+    name: value
+    for module in (_kernels, _julia_math)
+    for name, value in vars(module).items()
+    if isinstance(value, numba.core.dispatcher.Dispatcher)
+}
+"""
+"""Script lines that bind ``dispatchers``: the compiled functions of ``_kernels`` and
+``_julia_math``, by name."""
+
+
+def two_dtypes(dtypes: str) -> str:
+    """A script: RoPE on arrays of ``dtypes`` in turn (a hash of each result),
+    then how many compilations the cache did not spare."""
+    rope_on_each = f"""
+import hashlib
 import numpy as np
-from positional_embeddings import RoPE, _julia_math, _kernels
+from positional_embeddings import RoPE
 rope = RoPE(8, 4)
 for dtype in {dtypes}:
     print(hashlib.sha256(rope(np.arange(64, dtype=dtype).reshape(8, 4, 2)).tobytes()).hexdigest())
-dispatchers = [
-    value
-    for module in (_kernels, _julia_math)
-    for value in vars(module).values()
-    if isinstance(value, numba.core.dispatcher.Dispatcher)
-]
-print("compiled", sum(sum(d.stats.cache_misses.values()) for d in dispatchers))
 """
+    misses = "sum(sum(d.stats.cache_misses.values()) for d in dispatchers.values())"
+    return rope_on_each + DISPATCHERS + f"print('compiled', {misses})"
 
 
 def test_cache_entry_of_another_signature_is_compiled_over(tmp_path):
@@ -211,7 +232,7 @@ def test_cache_entry_of_another_signature_is_compiled_over(tmp_path):
     entries written then are loaded by the next process."""
     cache = tmp_path / "cache"
     environment = {"NUMBA_CACHE_DIR": str(cache)}
-    first = run_python(TWO_DTYPES.format(dtypes="(np.float32, np.float64)"), environment)
+    first = run_python(two_dtypes("(np.float32, np.float64)"), environment)
     assert first.returncode == 0, first.stderr
     rotated = 0
     for index in cache.rglob("*.nbi"):
@@ -221,8 +242,8 @@ def test_cache_entry_of_another_signature_is_compiled_over(tmp_path):
             path.write_bytes(content)
         rotated += len(data) > 1
     assert rotated, "no function was compiled for both types"
-    second = run_python(TWO_DTYPES.format(dtypes="(np.float64, np.float32)"), environment)
-    third = run_python(TWO_DTYPES.format(dtypes="(np.float64, np.float32)"), environment)
+    second = run_python(two_dtypes("(np.float64, np.float32)"), environment)
+    third = run_python(two_dtypes("(np.float64, np.float32)"), environment)
     for run in (second, third):
         assert run.returncode == 0, run.stderr
         assert "Error" not in run.stderr and "Warning" not in run.stderr
@@ -236,12 +257,7 @@ def test_cache_entries_follow_every_compiled_source(tmp_path):
     when a function it calls changes in another file: the table kernels of
     ``_kernels.py`` inline ``_julia_math.py``'s cosine.  Edited there alone,
     the next process computes what a process with an empty cache does."""
-    site = tmp_path / "site"
-    shutil.copytree(
-        ROOT / "positional_embeddings",
-        site / "positional_embeddings",
-        ignore=shutil.ignore_patterns("__pycache__"),
-    )
+    site = copy_package(tmp_path / "site")
     probe = "from positional_embeddings import RoPE; print(RoPE(8, 40).cos_cached.tolist())"
 
     def run(cache: Path) -> str:
@@ -321,12 +337,7 @@ def test_read_only_install_without_writable_cache():
     if alone.returncode != 0:  # such as an interpreter whose library is in root's home
         pytest.skip(f"this Python does not start as an unprivileged user: {alone.stderr.strip()}")
     with tempfile.TemporaryDirectory(dir="/tmp") as scratch:
-        site = Path(scratch) / "site"
-        shutil.copytree(
-            ROOT / "positional_embeddings",
-            site / "positional_embeddings",
-            ignore=shutil.ignore_patterns("__pycache__"),
-        )
+        site = copy_package(Path(scratch) / "site")
         tree = [Path(scratch), site, *site.rglob("*")]
         for path in tree:
             path.chmod(0o555 if path.is_dir() else 0o444)
@@ -356,8 +367,7 @@ def test_read_only_install_without_writable_cache():
 
 
 def test_import_compiles_nothing_and_opens_no_socket():
-    result = run_python(
-        """
+    refuse_the_network = """
         import socket
 
         def refuse(*args, **kwargs):
@@ -365,18 +375,12 @@ def test_import_compiles_nothing_and_opens_no_socket():
 
         socket.socket = refuse
         socket.create_connection = refuse
-        import numba
         import positional_embeddings
-        from positional_embeddings import _julia_math, _kernels
-
-        compiled = [
-            name
-            for module in (_kernels, _julia_math)
-            for name, value in vars(module).items()
-            if isinstance(value, numba.core.dispatcher.Dispatcher) and value.signatures
-        ]
-        print(compiled)
         """
+    result = run_python(
+        textwrap.dedent(refuse_the_network)
+        + DISPATCHERS
+        + "print([name for name, dispatcher in dispatchers.items() if dispatcher.signatures])"
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
