@@ -14,6 +14,10 @@
   rewrites the index without a lock), and one compiled from other sources
   (Numba notices a change of the function's own file, not of the functions
   it calls): Numba alone would run that code.
+  A process that only loads this package's code from the cache skips
+  Numba's compiler set-up (importing and registering every implementation
+  Numba has: about 0.3 s of a cold start, and a larger heap for the
+  interpreter's exit to collect), which Numba redoes before any compilation.
 - ``nogil``: compiled calls release the GIL, so Python threads (ours, and
   the caller's) run them concurrently.
 - ``error_model="numpy"``: IEEE results (``1/0 == inf``) instead of Python
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +64,97 @@ def _sources_digest() -> str:
     return digest.hexdigest()
 
 
+def _ours(cache_path: str) -> bool:
+    """Whether a Numba cache path is one of this package's (its name is in it)."""
+    return "positional_embeddings" in str(cache_path)
+
+
+_ELF64_LITTLE_ENDIAN = b"\x7fELF\x02\x01"
+_SYMBOL_TABLE = 2  # a section header's type, SHT_SYMTAB
+
+
+def _undefined_symbols(code: bytes) -> frozenset[str] | None:
+    """The names an object file leaves for the linker to resolve, or None
+    where it is not a 64-bit little-endian ELF file (the format on Linux;
+    others are not read).
+
+    Raises
+    ------
+    struct.error, IndexError, ValueError, UnicodeDecodeError
+        A file cut short or otherwise malformed.
+    """
+    if not code.startswith(_ELF64_LITTLE_ENDIAN):
+        return None
+    (headers,) = struct.unpack_from("<Q", code, 0x28)
+    size, count = struct.unpack_from("<HH", code, 0x3A)
+    sections = [struct.unpack_from("<IIQQQQIIQQ", code, headers + k * size) for k in range(count)]
+    names = set()
+    for _, kind, _, _, offset, length, strings, _, _, _ in sections:
+        if kind != _SYMBOL_TABLE:
+            continue
+        start = sections[strings][4]
+        symbols = struct.iter_unpack("<IBBHQQ", code[offset : offset + length])
+        for name, _, _, section, _, _ in symbols:
+            if name and section == 0:  # SHN_UNDEF: defined elsewhere
+                end = code.index(b"\0", start + name)
+                names.add(code[start + name : end].decode())
+    return frozenset(names)
+
+
+def _links_without_set_up(payload: Any) -> bool:
+    """Whether a cached compile result (Numba's reduced ``CompileResult``:
+    its library first, as ``(name, "object", (machine code, bitcode))``)
+    calls only symbols the JIT linker already knows.  An unknown one (of a
+    Numba module that only Numba's set-up imports) would abort the process
+    when the code is linked; anything this cannot read counts as unknown."""
+    from llvmlite.binding import address_of_symbol
+
+    try:
+        _, kind, (code, _) = payload[0]
+        symbols = _undefined_symbols(code) if kind == "object" else None
+    except Exception:
+        return False
+    return symbols is not None and all(address_of_symbol(s) is not None for s in symbols)
+
+
+def _load_without_set_up() -> None:
+    """Load this package's cached code without Numba's compiler set-up.
+
+    Numba's ``Cache.load_overload`` first calls the target context's
+    ``refresh``: it imports and registers every implementation Numba has
+    (about 0.3 s in a fresh process), which compiling needs and loading
+    does not: Numba's compiler refreshes again before any compilation.
+    Loading needs the runtime (NRT) initialised, as the refresh does first,
+    and every symbol the code calls known to the linker (``_links_without_set_up``;
+    otherwise the refresh runs as before).  Other libraries' caches, and
+    Numba versions without the methods this relies on, are left as they are.
+    """
+    from numba.core.caching import Cache
+    from numba.core.runtime.nrt import rtsys
+
+    if not all(
+        hasattr(Cache, name) for name in ("_guard_against_spurious_io_errors", "_index_key")
+    ):
+        return
+    numba_load_overload = Cache.load_overload
+
+    def load_overload(self: Cache, sig: Any, target_context: Any) -> Any:
+        if not _ours(self._cache_path):
+            return numba_load_overload(self, sig, target_context)
+        rtsys.initialize(target_context)
+        with self._guard_against_spurious_io_errors():
+            if not self._enabled:
+                return None
+            data = self._cache_file.load(self._index_key(sig, target_context.codegen()))
+            if data is None:
+                return None
+            if not _links_without_set_up(data):
+                target_context.refresh()
+            return self._impl.rebuild(target_context, data)
+
+    Cache.load_overload = load_overload  # type: ignore[method-assign]
+
+
 def _harden_cache_files() -> None:
     """Make Numba treat this package's unusable cache entries as absent.
 
@@ -82,14 +178,11 @@ def _harden_cache_files() -> None:
         IndexDataCacheFile._load_index,
     )
 
-    def ours(cache_file: IndexDataCacheFile) -> bool:
-        return "positional_embeddings" in str(cache_file._cache_path)
-
     def keyed_save(self: IndexDataCacheFile, key: Any, data: Any) -> None:
-        save(self, key, ((key, _sources_digest()), data) if ours(self) else data)
+        save(self, key, ((key, _sources_digest()), data) if _ours(self._cache_path) else data)
 
     def keyed_load(self: IndexDataCacheFile, key: Any) -> Any:
-        if not ours(self):
+        if not _ours(self._cache_path):
             return load(self, key)
         try:
             entry = load(self, key)
@@ -101,7 +194,7 @@ def _harden_cache_files() -> None:
             return None
 
     def tolerant_load_index(self: IndexDataCacheFile) -> Any:
-        if not ours(self):
+        if not _ours(self._cache_path):
             return load_index(self)
         try:
             return load_index(self)
@@ -114,6 +207,7 @@ def _harden_cache_files() -> None:
 
 
 _harden_cache_files()
+_load_without_set_up()
 
 JIT: dict[str, Any] = {"cache": _cache_available(), "nogil": True, "error_model": "numpy"}
 

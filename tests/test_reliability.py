@@ -292,6 +292,71 @@ def test_compiled_sources_are_every_module_that_uses_numba():
     assert set(_jit.COMPILED_SOURCES) == users
 
 
+COUNTED_REFRESHES = """
+from numba.core.base import BaseContext
+refreshes = []
+refresh = BaseContext.refresh
+def counted(context):
+    refreshes.append(context)
+    refresh(context)
+BaseContext.refresh = counted
+"""
+"""Script lines that count the calls of Numba's compiler set-up (``refreshes``)."""
+
+
+@pytest.mark.skipif(not _jit.JIT["cache"], reason="no writable Numba cache here")
+@pytest.mark.parametrize("linkable", [True, False])
+def test_cached_code_runs_without_numbas_compiler_set_up(linkable):
+    """A fresh process that finds its kernels in the cache skips Numba's
+    compiler set-up (about 0.3 s of a cold start) and computes the same; so
+    does one whose cached code is taken to call symbols only the set-up
+    makes known, after the set-up."""
+    answer = _smoke_answer()  # compiled into the cache, or found there
+    unlinkable = "" if linkable else "_jit._links_without_set_up = lambda payload: False\n"
+    patch = "from positional_embeddings import _jit\n" + unlinkable
+    misses = "sum(sum(d.stats.cache_misses.values()) for d in dispatchers.values())"
+    report = f"print('compiled', {misses}, 'set up', bool(refreshes))"
+    result = run_python(COUNTED_REFRESHES + patch + SMOKE + DISPATCHERS + report)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == answer.split()
+    assert lines[1] == f"compiled 0 set up {not linkable}"
+
+
+def _object_code(callee: str) -> bytes:
+    """Machine code of a function that calls ``callee``, as an object file."""
+    import llvmlite.binding as llvm
+
+    module = llvm.parse_assembly(
+        f"declare i64 @{callee}(i64)\n"
+        "define i64 @caller(i64 %x) {\n"
+        f"  %y = call i64 @{callee}(i64 %x)\n"
+        "  ret i64 %y\n"
+        "}\n"
+    )
+    return llvm.Target.from_default_triple().create_target_machine().emit_object(module)
+
+
+def test_cached_code_calling_an_unknown_symbol_sets_numba_up_first():
+    """Cached code is linked without Numba's set-up only where every symbol it
+    calls is known to the linker (an unknown one aborts the process when the
+    code is linked); otherwise, and for whatever cannot be read, the set-up
+    runs first."""
+    known, unknown = _object_code("PyErr_Clear"), _object_code("positional_embeddings_nowhere")
+    if _jit._undefined_symbols(known) is None:
+        pytest.skip("object files here are not ELF")
+    assert _jit._undefined_symbols(known) == {"PyErr_Clear"}
+    assert _jit._undefined_symbols(unknown) == {"positional_embeddings_nowhere"}
+
+    def entry(code: bytes, kind: str = "object") -> tuple[object, ...]:
+        return (("caller", kind, (code, b"")), "the rest of a compile result")
+
+    assert _jit._links_without_set_up(entry(known))
+    for unusable in (entry(unknown), entry(known, "bitcode"), entry(known[:100]), entry(b"")):
+        assert not _jit._links_without_set_up(unusable)
+    assert not _jit._links_without_set_up(("a format of another Numba",))
+
+
 def test_no_writable_cache_location_compiles_in_memory():
     """Where Numba finds no writable cache location it refuses to compile any
     ``cache=True`` function; the package notices and compiles in memory."""
