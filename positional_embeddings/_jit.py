@@ -137,9 +137,10 @@ def _load_without_set_up() -> None:
     ):
         return
     numba_load_overload = Cache.load_overload
+    parts = ("_cache_path", "_cache_file", "_impl", "_enabled")
 
     def load_overload(self: Cache, sig: Any, target_context: Any) -> Any:
-        if not _ours(self._cache_path):
+        if not (all(hasattr(self, part) for part in parts) and _ours(self._cache_path)):
             return numba_load_overload(self, sig, target_context)
         rtsys.initialize(target_context)
         with self._guard_against_spurious_io_errors():
