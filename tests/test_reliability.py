@@ -207,6 +207,9 @@ dispatchers = {
 """Script lines that bind ``dispatchers``: the compiled functions of ``_kernels`` and
 ``_julia_math``, by name."""
 
+CACHE_MISSES = "sum(sum(d.stats.cache_misses.values()) for d in dispatchers.values())"
+"""After ``DISPATCHERS``: how many compilations the cache did not spare."""
+
 
 def two_dtypes(dtypes: str) -> str:
     """A script: RoPE on arrays of ``dtypes`` in turn (a hash of each result),
@@ -219,8 +222,7 @@ rope = RoPE(8, 4)
 for dtype in {dtypes}:
     print(hashlib.sha256(rope(np.arange(64, dtype=dtype).reshape(8, 4, 2)).tobytes()).hexdigest())
 """
-    misses = "sum(sum(d.stats.cache_misses.values()) for d in dispatchers.values())"
-    return rope_on_each + DISPATCHERS + f"print('compiled', {misses})"
+    return rope_on_each + DISPATCHERS + f"print('compiled', {CACHE_MISSES})"
 
 
 def test_cache_entry_of_another_signature_is_compiled_over(tmp_path):
@@ -314,8 +316,7 @@ def test_cached_code_runs_without_numbas_compiler_set_up(linkable):
     answer = _smoke_answer()  # compiled into the cache, or found there
     unlinkable = "" if linkable else "_jit._links_without_set_up = lambda payload: False\n"
     patch = "from positional_embeddings import _jit\n" + unlinkable
-    misses = "sum(sum(d.stats.cache_misses.values()) for d in dispatchers.values())"
-    report = f"print('compiled', {misses}, 'set up', bool(refreshes))"
+    report = f"print('compiled', {CACHE_MISSES}, 'set up', bool(refreshes))"
     result = run_python(COUNTED_REFRESHES + patch + SMOKE + DISPATCHERS + report)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
