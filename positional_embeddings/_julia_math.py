@@ -43,7 +43,16 @@ from numba.extending import intrinsic
 
 from ._jit import JIT
 
-__all__ = ["f32_bits", "f32_from_bits", "fma", "pow_f64", "sincos_f32", "sincos_f64"]
+__all__ = [
+    "f32_bits",
+    "f32_from_bits",
+    "fma",
+    "moderate_f32",
+    "pow_f64",
+    "sincos_f32",
+    "sincos_f32_moderate",
+    "sincos_f64",
+]
 
 
 @intrinsic
@@ -830,18 +839,6 @@ def _rem_pio2_f64(x: float) -> tuple[int, float, float]:
     return _payne_hanek(x)
 
 
-@numba.njit(**JIT)
-def _rem_pio2_f32(x: float) -> tuple[int, float]:
-    """``rem_pio2_kernel(::Float32)``: (n, y) with y in Float64."""
-    xd = np.float64(x)
-    if abs(x) < _F32_PI_2P27:
-        fn = np.rint(xd * _TWO_OVER_PI)
-        r = fma(fn, -_PI_OVER_TWO, xd)
-        return np.int64(fn), fma(fn, -6.123233995736766e-17, r)
-    n, y_hi, _ = _payne_hanek(xd)
-    return n, y_hi
-
-
 # --- kernels on [-π/4, π/4] (trig.jl) -------------------------------------------------------
 
 _TWO_OVER_PI = 2 / math.pi
@@ -948,21 +945,45 @@ def _by_quadrant(n, s, c):  # type: ignore[no-untyped-def]
 
 
 @numba.njit(**JIT)
+def moderate_f32(x: float) -> bool:
+    """Whether ``sincos_f32_moderate`` gives Julia's sin and cos of the
+    Float32 ``x``: ``|x| < Float32(π·2^27)``, below which
+    ``rem_pio2_kernel(::Float32)`` reduces with two constants (not NaN)."""
+    return abs(np.float32(x)) < _F32_PI_2P27
+
+
+@numba.njit(**JIT)
+def sincos_f32_moderate(x: float) -> tuple[float, float]:
+    """``sincos_f32`` for a Float32 ``x`` where ``moderate_f32(x)``, without branches.
+
+    Julia's small-angle cases (no reduction below π/4; ``x`` itself and 1
+    below the tiny thresholds) are selects on one computation, so a loop over
+    many angles vectorises: a column of RoPE's tables fills ~3.5x faster
+    than with one branch per angle.  Other ``x`` (larger, infinite, NaN) give
+    meaningless values, without undefined behaviour.
+    """
+    x = np.float32(x)
+    absx = abs(x)
+    xd = np.float64(x)
+    fn = np.rint(xd * _TWO_OVER_PI) if _F32_PI_4 <= absx < _F32_PI_2P27 else 0.0
+    y = fma(fn, -6.123233995736766e-17, fma(fn, -_PI_OVER_TWO, xd))  # y = x exactly for fn = 0
+    s = x if absx < _F32_SIN_TINY else _sin_kernel_f32(y)
+    c = np.float32(1.0) if absx < _F32_COS_TINY else _cos_kernel_f32(y)
+    return _by_quadrant(np.int64(fn), s, c)
+
+
+@numba.njit(**JIT)
 def sincos_f32(x: float) -> tuple[float, float]:
     """Julia's ``(sin(x), cos(x))`` for a Float32 ``x``, each as Julia computes it alone.
 
     Returns float32 values; NaN for NaN or infinite ``x``.
     """
     x = np.float32(x)
-    absx = abs(x)
-    if absx < _F32_PI_4:
-        y = np.float64(x)
-        s = x if absx < _F32_SIN_TINY else _sin_kernel_f32(y)
-        c = np.float32(1.0) if absx < _F32_COS_TINY else _cos_kernel_f32(y)
-        return s, c
+    if moderate_f32(x):
+        return sincos_f32_moderate(x)
     if not math.isfinite(x):
         return np.float32(np.nan), np.float32(np.nan)
-    n, y = _rem_pio2_f32(x)
+    n, y, _ = _payne_hanek(np.float64(x))  # rem_pio2_kernel(::Float32) keeps y's high part
     return _by_quadrant(n, _sin_kernel_f32(y), _cos_kernel_f32(y))
 
 

@@ -40,7 +40,15 @@ from numba.extending import intrinsic, overload
 
 from . import _parallel
 from ._jit import JIT, JIT_INLINED
-from ._julia_math import f32_bits, f32_from_bits, pow_f64, sincos_f32, sincos_f64
+from ._julia_math import (
+    f32_bits,
+    f32_from_bits,
+    moderate_f32,
+    pow_f64,
+    sincos_f32,
+    sincos_f32_moderate,
+    sincos_f64,
+)
 from ._parallel import NO_POST, posted, run_ranges
 from ._views import merged, viewed
 
@@ -1431,19 +1439,61 @@ def _ov_sincos_in(angle, table):  # type: ignore[no-untyped-def]
     return lambda angle, table: sincos_f64(angle)
 
 
+def _sincos_moderate_in(angle, table):  # type: ignore[no-untyped-def]
+    """``_sincos_in`` without branches where it has a branch-free form (float32
+    tables: ``sincos_f32_moderate``), as ``(sin, cos, exact)``: ``exact`` is
+    False for an angle that form does not cover (``_sincos_in`` then gives
+    its sin and cos)."""
+
+
+@overload(_sincos_moderate_in, jit_options=JIT)
+def _ov_sincos_moderate_in(angle, table):  # type: ignore[no-untyped-def]
+    if table.dtype == types.float32:
+
+        def moderate(angle, table):  # type: ignore[no-untyped-def]
+            x = np.float32(angle)
+            s, c = sincos_f32_moderate(x)
+            return s, c, moderate_f32(x)
+
+        return moderate
+
+    def exact(angle, table):  # type: ignore[no-untyped-def]
+        s, c = _sincos_in(angle, table)
+        return s, c, True
+
+    return exact
+
+
+@numba.njit(**JIT_INLINED)
+def _put_pair(cos, sin, h1, h2, p, c, s):  # type: ignore[no-untyped-def]
+    """Pair (h1, h2)'s table entries at position ``p``: both channels hold ``c`` and ``s``."""
+    cos[h1, p] = c
+    cos[h2, p] = c
+    sin[h1, p] = s
+    sin[h2, p] = s
+
+
 @numba.njit(**JIT)
 def _rope_tables(theta, scale, cos, sin, pairing, start, stop, post):  # type: ignore[no-untyped-def]
+    """Positions ``start .. stop`` of RoPE's tables (``rope_tables``).  Each
+    position's pairs first take the branch-free sin and cos, which vectorises
+    over the pairs; a position with an angle beyond its range (|angle| >=
+    Float32(π·2^27)) takes Julia's full reduction for every pair again."""
     posted(post)
     head = cos.shape[0]
     half = head // 2
     for p in range(start, stop):
+        exact = True
         for i in range(half):
-            s, c = _sincos_in((theta[i] * p) * scale, cos)
+            s, c, covered = _sincos_moderate_in((theta[i] * p) * scale, cos)
+            exact &= covered
             h1, h2 = _pair(i, half, pairing)
-            cos[h1, p] = c
-            cos[h2, p] = c
-            sin[h1, p] = s
-            sin[h2, p] = s
+            _put_pair(cos, sin, h1, h2, p, c, s)
+        if not exact:
+            for i in range(half):
+                s, c = _sincos_in((theta[i] * p) * scale, cos)
+                h1, h2 = _pair(i, half, pairing)
+                _put_pair(cos, sin, h1, h2, p, c, s)
         if head % 2:  # the unpaired channel: angle 0, so it passes through
             sin[head - 1, p], cos[head - 1, p] = _sincos_in(0.0, cos)
 

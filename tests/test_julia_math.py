@@ -15,7 +15,15 @@ import numba
 import numpy as np
 import pytest
 
-from positional_embeddings._julia_math import _by_quadrant, fma, pow_f64, sincos_f32, sincos_f64
+from positional_embeddings._julia_math import (
+    _by_quadrant,
+    fma,
+    moderate_f32,
+    pow_f64,
+    sincos_f32,
+    sincos_f32_moderate,
+    sincos_f64,
+)
 
 from comparisons import assert_bitwise_equal
 
@@ -32,6 +40,13 @@ def recorded():
 def _map_sincos_f32(x, sin_out, cos_out):
     for i in range(x.size):
         sin_out[i], cos_out[i] = sincos_f32(x[i])
+
+
+@numba.njit
+def _map_sincos_f32_moderate(x, sin_out, cos_out, covered):
+    for i in range(x.size):
+        sin_out[i], cos_out[i] = sincos_f32_moderate(x[i])
+        covered[i] = moderate_f32(x[i])
 
 
 @numba.njit
@@ -59,6 +74,20 @@ def test_sin_and_cos_match_julia_bit_for_bit(recorded, precision):
     assert x.size > 100_000
     assert_bitwise_equal(sin_out, recorded[f"sin{precision}"])
     assert_bitwise_equal(cos_out, recorded[f"cos{precision}"])
+
+
+def test_branch_free_sin_and_cos_match_julia_on_the_angles_they_cover(recorded):
+    """``sincos_f32_moderate`` (the form RoPE's float32 tables vectorise) on
+    every recorded Float32 argument below Float32(pi*2^27); the others are
+    the recorded ones that Julia reduces with Payne-Hanek, Inf and NaN."""
+    x = recorded["x32"]
+    sin_out, cos_out = np.empty_like(x), np.empty_like(x)
+    covered = np.empty(x.shape, bool)
+    _map_sincos_f32_moderate(x, sin_out, cos_out, covered)
+    np.testing.assert_array_equal(covered, np.abs(x) < np.float32(np.pi * 2.0**27))
+    assert covered.sum() > 100_000 and (~covered).sum() > 100
+    assert_bitwise_equal(sin_out[covered], recorded["sin32"][covered])
+    assert_bitwise_equal(cos_out[covered], recorded["cos32"][covered])
 
 
 @pytest.mark.parametrize("kind", [np.float32, np.float64])

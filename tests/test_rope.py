@@ -136,6 +136,18 @@ def test_tables_match_reference(head_size, seq_len, base, scale, T):
     """Within 1 ULP of sin/cos taken in float64 on the same angle (4 for float64
     tables: their angles inherit the C pow's last-bit differences from Julia's).
     Bit-exactness against Julia is the parity replay's job."""
+    _assert_tables_match_reference(head_size, seq_len, base, scale, T)
+
+
+@pytest.mark.parametrize("T", [np.float32, np.float64])
+def test_tables_with_angles_beyond_the_branch_free_reduction(T):
+    """Positions whose pairs mix angles of 5e6 to 5e7 with angles of 5e8 and
+    more (Julia's Payne-Hanek reduction; beyond ``sincos_f32_moderate``):
+    every entry as in ``test_tables_match_reference``."""
+    _assert_tables_match_reference(8, 6, 10_000, 1e9, T)
+
+
+def _assert_tables_match_reference(head_size, seq_len, base, scale, T):
     rope = RoPE(head_size, seq_len, base, scale, T=T)
     tolerance = 4 if T == np.float64 else 1
     cos, sin = reference.rope_tables(head_size, seq_len, base, scale, T)
