@@ -69,6 +69,18 @@ def _ours(cache_path: str) -> bool:
     return "positional_embeddings" in str(cache_path)
 
 
+_REPLACED = "_positional_embeddings_replaced"
+"""Set on the functions that replace Numba's cache methods: this module
+replaces them once per process, however often it runs (``importlib.reload``);
+replaced twice, entries were saved wrapped twice and a later process, which
+unwraps once, gave Numba the wrapper as code."""
+
+
+def _replaced(*functions: Any) -> None:
+    for function in functions:
+        setattr(function, _REPLACED, True)
+
+
 _ELF64_LITTLE_ENDIAN = b"\x7fELF\x02\x01"
 _SYMBOL_TABLE = 2  # a section header's type, SHT_SYMTAB
 
@@ -132,7 +144,7 @@ def _load_without_set_up() -> None:
     from numba.core.caching import Cache
     from numba.core.runtime.nrt import rtsys
 
-    if not all(
+    if getattr(Cache.load_overload, _REPLACED, False) or not all(
         hasattr(Cache, name) for name in ("_guard_against_spurious_io_errors", "_index_key")
     ):
         return
@@ -153,6 +165,7 @@ def _load_without_set_up() -> None:
                 target_context.refresh()
             return self._impl.rebuild(target_context, data)
 
+    _replaced(load_overload)
     Cache.load_overload = load_overload  # type: ignore[method-assign]
 
 
@@ -173,6 +186,8 @@ def _harden_cache_files() -> None:
     """
     from numba.core.caching import IndexDataCacheFile
 
+    if getattr(IndexDataCacheFile.save, _REPLACED, False):
+        return
     save, load, load_index = (
         IndexDataCacheFile.save,
         IndexDataCacheFile.load,
@@ -202,6 +217,7 @@ def _harden_cache_files() -> None:
         except Exception:
             return {}
 
+    _replaced(keyed_save, keyed_load, tolerant_load_index)
     IndexDataCacheFile.save = keyed_save  # type: ignore[method-assign]
     IndexDataCacheFile.load = keyed_load  # type: ignore[method-assign]
     IndexDataCacheFile._load_index = tolerant_load_index  # type: ignore[method-assign]

@@ -254,6 +254,22 @@ def test_cache_entry_of_another_signature_is_compiled_over(tmp_path):
     assert compiled[0] > 0 and compiled[1] > 0 and compiled[2] == 0, compiled
 
 
+def test_cache_written_after_reloading_the_package_loads_in_a_plain_process(tmp_path):
+    """Reloading ``_jit`` (``importlib.reload``, IPython's autoreload) runs
+    its changes to Numba's cache classes again; installed twice, they saved
+    each entry wrapped twice, which a process that installed them once
+    handed to Numba as code: TypeError from every later process's first
+    call, until the sources changed.  They install once per process."""
+    environment = {"NUMBA_CACHE_DIR": str(tmp_path / "cache")}
+    reload = "import importlib\nfrom positional_embeddings import _jit\nimportlib.reload(_jit)\n"
+    reloaded = run_python(reload + SMOKE, environment)
+    plain = run_python(SMOKE + DISPATCHERS + f"print({CACHE_MISSES})", environment)
+    for run in (reloaded, plain):
+        assert run.returncode == 0, run.stderr
+        assert run.stdout.split()[:2] == _smoke_answer().split()
+    assert plain.stdout.split()[2] == "0"
+
+
 def test_cache_entries_follow_every_compiled_source(tmp_path):
     """Numba invalidates a cached function when its own file changes, not
     when a function it calls changes in another file: the table kernels of
