@@ -1441,8 +1441,8 @@ def _ov_sincos_in(angle, table):  # type: ignore[no-untyped-def]
 
 def _sincos_moderate_in(angle, table):  # type: ignore[no-untyped-def]
     """``_sincos_in`` without branches where it has a branch-free form (float32
-    tables: ``sincos_f32_moderate``), as ``(sin, cos, exact)``: ``exact`` is
-    False for an angle that form does not cover (``_sincos_in`` then gives
+    tables: ``sincos_f32_moderate``), as ``(sin, cos, covered)``: ``covered``
+    is False for an angle that form does not cover (``_sincos_in`` then gives
     its sin and cos)."""
 
 
@@ -1477,8 +1477,9 @@ def _put_pair(cos, sin, h1, h2, p, c, s):  # type: ignore[no-untyped-def]
 def _rope_tables(theta, scale, cos, sin, pairing, start, stop, post):  # type: ignore[no-untyped-def]
     """Positions ``start .. stop`` of RoPE's tables (``rope_tables``).  Each
     position's pairs first take the branch-free sin and cos, which vectorises
-    over the pairs; a position with an angle beyond its range (|angle| >=
-    Float32(π·2^27)) takes Julia's full reduction for every pair again."""
+    over the pairs; a position with an angle that form does not cover (float32
+    tables: |angle| >= Float32(π·2^27)) takes Julia's full reduction for
+    every pair again."""
     posted(post)
     head = cos.shape[0]
     half = head // 2
