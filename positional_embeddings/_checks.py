@@ -15,12 +15,14 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "INT_MAX",
     "as_array",
     "as_flag",
     "as_float_dtype",
     "as_real",
     "as_size",
     "check_finite_angles",
+    "held_table",
     "native",
     "output_for",
     "plain_array",
@@ -30,14 +32,22 @@ __all__ = [
 
 _FLOAT_DTYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
 
+INT_MAX = 2**63 - 1
+"""Julia's ``typemax(Int)`` on 64-bit machines: the largest size, length or
+offset an argument can be (Julia's ``Int`` arguments cannot hold more)."""
 
-def as_size(value: Any, name: str, minimum: int = 0, julia: str = "") -> int:
+
+def as_size(
+    value: Any, name: str, minimum: int = 0, julia: str = "", maximum: int = INT_MAX
+) -> int:
     """Return ``value`` as a Python int (Julia ``Int``), rejecting floats and bools.
 
     Julia's constructors take ``::Int`` arguments: ``RoPE(64.0, 10)`` and
     ``RoPE(true, 10)`` are method errors there, so they are ``TypeError`` here.
     Numpy integers are accepted.  Below ``minimum``, a ``ValueError`` that
-    ends with ``julia`` in parentheses, if given (what Julia does instead).
+    ends with ``julia`` in parentheses, if given (what Julia does instead);
+    above ``maximum`` (by default ``typemax(Int)``, beyond which Julia's
+    ``Int`` cannot convert it), a ``ValueError``.
     """
     if isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{name} must be an integer, got bool {value!r}")
@@ -49,6 +59,9 @@ def as_size(value: Any, name: str, minimum: int = 0, julia: str = "") -> int:
         ) from None
     if size < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {size}" + (julia and f" ({julia})"))
+    if size > maximum:
+        limit = "2**63 - 1, Julia's typemax(Int)" if maximum == INT_MAX else maximum
+        raise ValueError(f"{name} must be at most {limit}, got {size}")
     return size
 
 
@@ -125,6 +138,23 @@ def plain_array(value: Any, name: str) -> np.ndarray:
             f"pass {name}.filled(value) or {name}.data"
         )
     return np.asarray(value)
+
+
+def held_table(value: Any, name: str, shape: str, float16: bool) -> np.ndarray:
+    """A trainable table a layer holds itself, not a copy (``LearnedPE``,
+    ``RelativePE``): a 2-D float array in the machine's byte order, float16
+    only if ``float16``.  ``shape`` names its axes in the error."""
+    table = plain_array(value, name)
+    as_float_dtype(table.dtype, f"the dtype of {name}", float16=float16)
+    if not table.dtype.isnative:
+        raise TypeError(
+            f"{name} must be in the machine's byte order (the table is used as it is, "
+            f"not copied), got {table.dtype.str}; pass {name}.astype("
+            f"'{native(table.dtype).str}')"
+        )
+    if table.ndim != 2:
+        raise ValueError(f"{name} must be {shape}, got shape {table.shape}")
+    return table
 
 
 def native(dtype: np.dtype) -> np.dtype:

@@ -12,8 +12,7 @@ from ._checks import (
     as_float_dtype,
     as_real,
     as_size,
-    native,
-    plain_array,
+    held_table,
     resolve_positions,
 )
 from ._direct import DirectCalls
@@ -100,18 +99,7 @@ class LearnedPE:
 
     @embeddings.setter
     def embeddings(self, embeddings: Any) -> None:
-        table = plain_array(embeddings, "embeddings")
-        as_float_dtype(table.dtype, "the dtype of embeddings", float16=False)
-        if not table.dtype.isnative:
-            raise TypeError(
-                "embeddings must be in the machine's byte order (the table is used as it is, "
-                f"not copied), got {table.dtype.str}; pass embeddings.astype("
-                f"'{native(table.dtype).str}')"
-            )
-        if table.ndim != 2:
-            raise ValueError(
-                f"embeddings must be (max_length, embedding_size), got shape {table.shape}"
-            )
+        table = held_table(embeddings, "embeddings", "(max_length, embedding_size)", float16=False)
         if table is not getattr(self, "_embeddings", None):  # not ``pe.embeddings -= ...``
             self._embeddings = table
             self._remember_for(table)

@@ -10,10 +10,21 @@ from typing import Any
 
 import numpy as np
 
-from ._checks import as_flag, as_float_dtype, as_real, as_size, plain_array
+from ._checks import (
+    INT_MAX,
+    as_flag,
+    as_float_dtype,
+    as_real,
+    as_size,
+    held_table,
+    plain_array,
+)
 from ._kernels import gather_rows, relative_index, t5_bucket
 
 __all__ = ["RelativePE", "relative_position_index", "t5_relative_position_bucket"]
+
+_MAX_CLIP = INT_MAX // 2
+"""The largest clipping distance k: indices reach 2k, which must fit in int64."""
 
 
 def relative_position_index(length_q: int, length_k: int, max_relative_position: int) -> np.ndarray:
@@ -24,7 +35,7 @@ def relative_position_index(length_q: int, length_k: int, max_relative_position:
     length_q, length_k : int
         Number of queries and keys (>= 0).
     max_relative_position : int
-        The clipping distance k (>= 0).
+        The clipping distance k (>= 0, at most ``(2**63 - 1) // 2``).
 
     Returns
     -------
@@ -41,7 +52,7 @@ def relative_position_index(length_q: int, length_k: int, max_relative_position:
     """
     length_q = as_size(length_q, "length_q")
     length_k = as_size(length_k, "length_k")
-    clip = as_size(max_relative_position, "max_relative_position")
+    clip = as_size(max_relative_position, "max_relative_position", maximum=_MAX_CLIP)
     index = np.empty((length_q, length_k), dtype=np.int64)
     relative_index(clip, index)
     return index
@@ -68,8 +79,12 @@ class RelativePE:
     Attributes
     ----------
     embeddings : numpy.ndarray
-        Shape ``(2k + 1, embedding_size)``, writeable; row ``d + k`` is distance ``d``.
+        Shape ``(2k + 1, embedding_size)``, writeable; row ``d + k`` is
+        distance ``d``.  Assigning another array holds it, not a copy: a 2-D
+        float16/32/64 array in the machine's byte order with an odd number
+        of rows; ``max_relative_position`` and ``embedding_size`` follow it.
     max_relative_position, embedding_size : int
+        Read from the table's shape.
 
     Examples
     --------
@@ -80,7 +95,7 @@ class RelativePE:
     True
     """
 
-    __slots__ = ("embedding_size", "embeddings", "max_relative_position")
+    __slots__ = ("_embeddings",)
 
     def __init__(
         self,
@@ -91,22 +106,44 @@ class RelativePE:
         seed: Any = None,
         dtype: Any = np.float32,
     ) -> None:
-        self.max_relative_position = as_size(max_relative_position, "max_relative_position")
-        self.embedding_size = as_size(embedding_size, "embedding_size")
+        clip = as_size(max_relative_position, "max_relative_position", maximum=_MAX_CLIP)
+        embedding_size = as_size(embedding_size, "embedding_size")
         std = as_real(std, "std")
         if not std >= 0:
             raise ValueError(f"std must be >= 0, got {std}")
-        rows = 2 * self.max_relative_position + 1
         self.embeddings = (
             np.random.default_rng(seed)
-            .normal(0.0, std, size=(rows, self.embedding_size))
+            .normal(0.0, std, size=(2 * clip + 1, embedding_size))
             .astype(as_float_dtype(dtype, "dtype"))
         )
 
+    @property
+    def embeddings(self) -> np.ndarray:
+        """The table itself, (2k + 1, embedding_size)."""
+        return self._embeddings
+
+    @embeddings.setter
+    def embeddings(self, embeddings: Any) -> None:
+        self._embeddings = _distance_table(embeddings)
+
+    @property
+    def max_relative_position(self) -> int:
+        """The clipping distance k: the table has ``2k + 1`` rows."""
+        return int(self._embeddings.shape[0]) // 2
+
+    @property
+    def embedding_size(self) -> int:
+        """Columns of the table."""
+        return int(self._embeddings.shape[1])
+
     def __call__(self, length_q: int, length_k: int) -> np.ndarray:
-        """The embedding of each (query, key) distance: (length_q, length_k, embedding_size)."""
-        index = relative_position_index(length_q, length_k, self.max_relative_position)
-        table = self.embeddings
+        """The embedding of each (query, key) distance: (length_q, length_k, embedding_size).
+
+        The table is checked again as it is now (reshaped or retyped in
+        place since it was assigned, it could otherwise be read out of
+        bounds)."""
+        table = _distance_table(self._embeddings)
+        index = relative_position_index(length_q, length_k, table.shape[0] // 2)
         gathered = np.empty((*index.shape, table.shape[1]), dtype=table.dtype)
         storage = np.uint16 if table.dtype == np.float16 else table.dtype
         gather_rows(table.view(storage), index, gathered.view(storage))
@@ -117,6 +154,17 @@ class RelativePE:
             f"RelativePE(max_relative_position={self.max_relative_position}, "
             f"embedding_size={self.embedding_size})"
         )
+
+
+def _distance_table(embeddings: Any) -> np.ndarray:
+    """``RelativePE``'s table, checked: one row per distance in ``[-k, k]``."""
+    table = held_table(embeddings, "embeddings", "(2k + 1, embedding_size)", float16=True)
+    if table.shape[0] % 2 == 0:
+        raise ValueError(
+            "embeddings must have 2k + 1 rows (distances -k .. k), an odd number, "
+            f"got shape {table.shape}"
+        )
+    return table
 
 
 def t5_relative_position_bucket(
@@ -169,7 +217,13 @@ def t5_relative_position_bucket(
     relative = plain_array(relative_position, "relative_position")
     if relative.dtype.kind not in "iu":
         raise TypeError(f"relative_position must be integers, got dtype {relative.dtype}")
-    flat = np.ascontiguousarray(relative, dtype=np.int64).reshape(-1)
+    flat = relative.reshape(-1)
+    if relative.dtype.itemsize == 8:
+        # Distances beyond int64 (uint64), and int64's most negative value
+        # (which has no negation), are clipped: far beyond max_distance, their
+        # bucket is the last one either way.
+        flat = np.clip(flat, max(int(np.iinfo(relative.dtype).min), -INT_MAX), INT_MAX)
+    flat = flat.astype(np.int64)
     buckets = np.empty_like(flat)
     t5_bucket(flat, bidirectional, num_buckets, max_distance, buckets)
     return buckets.reshape(relative.shape)

@@ -78,6 +78,11 @@ def constructor_cases():
     yield "RoPE huge", RoPE, (HUGE, HUGE), {}
     yield "AbsolutePE huge", AbsolutePE, (HUGE, HUGE), {}
     yield "causal mask huge", create_causal_mask, (HUGE,), {}
+    for size in (2**63, 2**64):  # beyond Julia's Int
+        yield f"RoPE seq_len={size}", RoPE, (8, size), {}
+        yield f"AbsolutePE embedding_size={size}", AbsolutePE, (size, 8), {}
+        yield f"causal mask {size}", create_causal_mask, (size,), {}
+        yield f"relative_position_index {size}", relative_position_index, (1, 1, size), {}
     yield "RoPE odd", RoPE, (7, 10), {}
     yield "AbsolutePE odd", AbsolutePE, (9, 10), {}
     yield "RoPE interleaved not bool", RoPE, (8, 10), {"interleaved": 1}

@@ -203,6 +203,46 @@ def test_relative_embeddings_name_their_dtype_argument():
         RelativePE(3, 5, dtype=np.int32)
 
 
+def test_relative_table_assigned_is_checked_and_sizes_follow_it():
+    """``rel.embeddings = table`` holds the array itself once it is a 2-D
+    float table of 2k + 1 rows; the sizes follow it and cannot be assigned
+    apart from it (a clipping distance beyond the table read other memory)."""
+    rel = RelativePE(2, 4, seed=0)
+    table = np.arange(7.0 * 3).reshape(7, 3)
+    rel.embeddings = table
+    assert rel.embeddings is table
+    assert (rel.max_relative_position, rel.embedding_size) == (3, 3)
+    assert_bitwise_equal(rel(5, 9), table[relative_position_index(5, 9, 3)])
+    for bad, error, match in [
+        (np.zeros((1, 4)).reshape(2, 2), ValueError, r"2k \+ 1 rows .* got shape \(2, 2\)"),
+        (np.zeros(5), ValueError, r"must be \(2k \+ 1, embedding_size\), got shape \(5,\)"),
+        (np.zeros((5, 2), np.int32), TypeError, "the dtype of embeddings must be np.float16"),
+        (np.zeros((5, 2), ">f4"), TypeError, "byte order"),
+        (np.zeros((5, 2), object), TypeError, "the dtype of embeddings"),
+        (np.ma.zeros((5, 2)), TypeError, "masked"),
+    ]:
+        with pytest.raises(error, match=match):
+            rel.embeddings = bad
+        assert rel.embeddings is table  # kept
+    for name in ("max_relative_position", "embedding_size"):
+        with pytest.raises(AttributeError):
+            setattr(rel, name, 10**6)
+    table.shape = (3, 7)  # reshaped in place: 3 rows (k = 1), 7 columns
+    assert_bitwise_equal(rel(2, 3), table[relative_position_index(2, 3, 1)])
+    table.shape = (21,)
+    with pytest.raises(ValueError, match=r"got shape \(21,\)"):
+        rel(2, 3)
+
+
+def test_relative_index_clipping_distance_fits_int64():
+    """Indices reach 2k: a k whose 2k is beyond int64 is refused, not wrapped."""
+    largest = (2**63 - 1) // 2
+    assert relative_position_index(1, 2, largest).tolist() == [[largest, largest + 1]]
+    for k in (largest + 1, 2**63 - 1, 2**63):
+        with pytest.raises(ValueError, match=f"at most {largest}, got {k}"):
+            relative_position_index(1, 1, k)
+
+
 # --- T5 buckets ----------------------------------------------------------------------
 
 
@@ -239,6 +279,24 @@ def test_t5_errors():
         t5_relative_position_bucket(np.array([1.5]))
     with pytest.raises(ValueError, match="max_distance"):
         t5_relative_position_bucket(np.array([1]), num_buckets=32, max_distance=4)
+    with pytest.raises(ValueError, match=r"max_distance must be at most 2\*\*63 - 1"):
+        t5_relative_position_bucket(np.array([1]), max_distance=2**64)
+
+
+@pytest.mark.parametrize("bidirectional", [True, False])
+def test_t5_buckets_of_the_most_distant_positions_are_the_last(bidirectional):
+    """Distances at the ends of int64 and uint64 (where a negation or a cast
+    to int64 would wrap) fall in the last bucket of their direction."""
+    int64 = np.iinfo(np.int64)
+    future, past = (31, 15) if bidirectional else (0, 31)
+    signed = t5_relative_position_bucket(
+        np.array([int64.min, int64.min + 1, int64.max]), bidirectional
+    )
+    assert signed.tolist() == [past, past, future]
+    unsigned = np.array([2**64 - 1, 2**63, 2**63 - 1, 3], np.uint64)
+    assert t5_relative_position_bucket(unsigned, bidirectional).tolist() == [future] * 3 + [
+        t5_reference(3, bidirectional, 32, 128)
+    ]
 
 
 # --- ALiBi ---------------------------------------------------------------------------
