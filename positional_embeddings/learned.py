@@ -16,6 +16,7 @@ from ._checks import (
     resolve_positions,
 )
 from ._direct import DirectCalls
+from ._views import may_share
 from .absolute import add_embeddings, remember_sum, remembered_sum
 
 __all__ = ["LearnedPE"]
@@ -133,6 +134,11 @@ class LearnedPE:
         and the dtype rules are those of :meth:`AbsolutePE.__call__`.
         """
         table = self._embeddings
+        if type(out) is np.ndarray and may_share(table, out):
+            # ``out`` (``x`` itself, in place) is part of the table the call
+            # reads: read a copy, as numpy and Julia's ``broadcast!`` would
+            # (rows written before they were read gave wrong sums).
+            return add_embeddings(table.T.copy(order="K"), x, out, offset, batch_first)
         if _layout(table) != self._direct_layout:  # retyped or reshaped in place
             self._remember_for(table)
         elif type(x) is np.ndarray and type(offset) is int:
