@@ -55,8 +55,12 @@ def _report(args: argparse.Namespace) -> int:
     rows = replay(cases)
     text = (format_markdown if args.markdown else format_text)(rows, header)
     if args.output:
-        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.output).write_text(text)
+        try:
+            Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.output).write_text(text)
+        except OSError as error:
+            print(f"python -m parity report: {error}", file=sys.stderr)
+            return 1
     else:
         print(text)
     return 0 if all(row.bitwise for row in rows) else 1

@@ -299,3 +299,13 @@ def test_commands_needing_julia_exit_1_without_it(
 ) -> None:
     assert main(argv) == 1
     assert "no Julia found" in capsys.readouterr().err
+
+
+def test_report_to_a_file_that_cannot_be_written_fails_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    blocker = tmp_path / "a file"
+    blocker.write_text("")
+    assert main(["report", "--output", str(blocker / "report.md")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("python -m parity report: ") and err.count("\n") == 1

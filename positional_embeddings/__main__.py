@@ -79,6 +79,11 @@ def tour() -> None:
             print("    " + " ".join(map(str, row)))
 
 
+_CHECKOUT_TOOLS = {"bench": "benchmarks", "parity": "parity"}
+"""Commands that hand the rest of the command line, options included, to
+``python -m <package>`` of a source checkout."""
+
+
 def _run_checkout_tool(package: str, argv: list[str]) -> int:
     """Run ``python -m <package>`` of a source checkout (``benchmarks``, ``parity``)."""
     try:
@@ -94,7 +99,10 @@ def _run_checkout_tool(package: str, argv: list[str]) -> int:
     return int(module.main(argv) or 0)
 
 
-def _plot(args: argparse.Namespace) -> int:
+def _plot(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """Draw the figure; sizes or a file type the figure refuses are usage
+    errors (exit 2), a missing matplotlib or a file that cannot be written
+    a failure (exit 1), each one line, no traceback."""
     from .plots import plot_absolute, plot_rope
 
     try:
@@ -102,9 +110,11 @@ def _plot(args: argparse.Namespace) -> int:
             path = plot_absolute(args.output, args.embedding_size, args.max_length, args.base)
         else:
             path = plot_rope(args.output, args.head_size, args.seq_len, args.base)
-    except ImportError as error:
+    except (ImportError, OSError) as error:
         print(f"python -m positional_embeddings plot: {error}", file=sys.stderr)
         return 1
+    except (TypeError, ValueError) as error:
+        parser.error(f"plot {args.kind}: {error}")
     print(f"wrote {path}")
     return 0
 
@@ -119,11 +129,13 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.add_parser("tour", help="run the Julia docs' examples and print their results")
     for name, summary in (
-        ("bench", "the benchmark table (python -m benchmarks; from a source checkout)"),
-        ("parity", "the parity report against Julia (python -m parity; from a source checkout)"),
+        ("bench", "the benchmark table (python -m benchmarks [options]; from a source checkout)"),
+        (
+            "parity",
+            "the parity report against Julia (python -m parity ...; from a source checkout)",
+        ),
     ):
-        sub = commands.add_parser(name, help=summary, add_help=False)
-        sub.add_argument("args", nargs=argparse.REMAINDER)
+        commands.add_parser(name, help=summary, add_help=False)  # main() hands them over
     plot = commands.add_parser("plot", help="draw a figure (needs matplotlib)")
     kinds = plot.add_subparsers(dest="kind", metavar="KIND", required=True)
     absolute = kinds.add_parser("absolute", help="heatmap of AbsolutePE's embeddings")
@@ -140,11 +152,13 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point; returns the exit code (0 success, 1 failure, 2 usage)."""
-    args = _parser().parse_args(argv)
-    if args.command in ("bench", "parity"):
-        return _run_checkout_tool("benchmarks" if args.command == "bench" else "parity", args.args)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments and arguments[0] in _CHECKOUT_TOOLS:
+        return _run_checkout_tool(_CHECKOUT_TOOLS[arguments[0]], arguments[1:])
+    parser = _parser()
+    args = parser.parse_args(arguments)
     if args.command == "plot":
-        return _plot(args)
+        return _plot(args, parser)
     tour()
     return 0
 

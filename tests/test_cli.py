@@ -50,6 +50,50 @@ def test_usage_errors_exit_2(argv, capsys):
     assert "usage:" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    "kind,options,name",
+    [
+        ("absolute", ["--embedding-size", "3"], "figure.svg"),
+        ("absolute", ["--embedding-size", "-2"], "figure.svg"),
+        ("absolute", ["--base", "-5"], "figure.svg"),
+        ("rope", ["--head-size", "3"], "figure.svg"),
+        ("rope", [], "figure.xyz"),
+    ],
+)
+def test_plot_options_the_figure_refuses_are_usage_errors(tmp_path, kind, options, name, capsys):
+    """Sizes, bases or file types the figure refuses: usage, exit 2, one
+    line saying why (no traceback), no file."""
+    pytest.importorskip("matplotlib")
+    with pytest.raises(SystemExit) as caught:
+        main(["plot", kind, *options, "-o", str(tmp_path / name)])
+    assert caught.value.code == 2
+    err = capsys.readouterr().err
+    assert "usage:" in err and f"error: plot {kind}: " in err
+    assert not any(tmp_path.iterdir())
+
+
+def test_plot_to_a_file_that_cannot_be_written_fails_in_one_line(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    blocker = tmp_path / "a file"
+    blocker.write_text("")
+    assert main(["plot", "rope", "-o", str(blocker / "figure.svg")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("python -m positional_embeddings plot: ") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    "command,usage", [("bench", "python -m benchmarks"), ("parity", "python -m parity")]
+)
+def test_bench_and_parity_hand_every_option_over(command, usage, capsys, monkeypatch):
+    """Options after ``bench`` and ``parity`` are theirs (``--help`` here),
+    not the tour's."""
+    monkeypatch.chdir(ROOT)
+    with pytest.raises(SystemExit) as caught:
+        main([command, "--help"])
+    assert caught.value.code == 0
+    assert capsys.readouterr().out.startswith(f"usage: {usage}")
+
+
 def test_module_runs_as_a_command():
     result = subprocess.run(
         [sys.executable, "-m", "positional_embeddings", "--help"],
