@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ._checks import as_size, plain_array
+from ._checks import as_size, native, plain_array
 
 __all__ = ["half_to_interleaved", "interleaved_to_half"]
 
@@ -49,8 +49,8 @@ def _convert(a: Any, axis: int, heads: int, to_half: bool) -> np.ndarray:
         raise ValueError(
             f"the axis of length {length} does not split into {heads} heads of equal size"
         )
-    order = _order(length // heads, heads, to_half)
-    return np.take(array, order, axis=axis)
+    out = np.empty_like(array, dtype=native(array.dtype), order="K")
+    return np.take(array, _order(length // heads, heads, to_half), axis=axis, out=out)
 
 
 def interleaved_to_half(a: Any, axis: int = 0, heads: int = 1) -> np.ndarray:
@@ -70,8 +70,9 @@ def interleaved_to_half(a: Any, axis: int = 0, heads: int = 1) -> np.ndarray:
     Returns
     -------
     numpy.ndarray
-        A new array: per head, channels ``0, 2, 4, ..., 1, 3, 5, ...`` of the
-        input (for an odd ``H`` the last channel stays last).
+        A new array in ``a``'s memory order and the machine's byte order:
+        per head, channels ``0, 2, 4, ..., 1, 3, 5, ...`` of the input (for
+        an odd ``H`` the last channel stays last).
 
     Examples
     --------

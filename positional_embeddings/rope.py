@@ -13,6 +13,7 @@ from ._checks import (
     as_real,
     as_size,
     check_finite_angles,
+    native,
     output_for,
     plain_array,
     promote,
@@ -481,9 +482,9 @@ def neg_half(x: Any, dim: int = 0) -> np.ndarray:
     Returns
     -------
     numpy.ndarray
-        Same shape and memory order as ``x``; same dtype, except bool, which
-        becomes int64 (Julia's ``-true == -1``).  Integers negate with
-        wraparound, as in Julia.
+        Same shape and memory order as ``x``; same dtype (in the machine's
+        byte order), except bool, which becomes int64 (Julia's ``-true ==
+        -1``).  Integers negate with wraparound, as in Julia.
 
     Examples
     --------
@@ -513,7 +514,7 @@ def neg_half(x: Any, dim: int = 0) -> np.ndarray:
         index[dim] = part
         return tuple(index)
 
-    out = np.empty_like(x, order="K")
+    out = np.empty_like(x, dtype=native(x.dtype), order="K")
     np.negative(x[along(slice(d2, n))], out=out[along(slice(0, n - d2))])
     out[along(slice(n - d2, n))] = x[along(slice(0, d2))]
     return out

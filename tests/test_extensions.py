@@ -142,6 +142,18 @@ def test_layout_conversion_makes_the_two_pairings_agree(order):
     assert_bitwise_equal(half_to_interleaved(interleaved_to_half(x)), x)
 
 
+@pytest.mark.parametrize("convert", [interleaved_to_half, half_to_interleaved])
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_layout_conversion_keeps_the_memory_order_in_the_machines_byte_order(convert, order):
+    """As every other output: ``a``'s memory order, the machine's byte order."""
+    a = np.asarray(sample((6, 5, 2), np.float32, seed=27), order=order)
+    swapped = a.astype(a.dtype.newbyteorder(), order="K")
+    for axis, heads in [(0, 1), (0, 3), (1, 1), (2, 1)]:
+        expected = convert(a, axis=axis, heads=heads)
+        assert expected.flags[f"{order}_CONTIGUOUS"]
+        assert_bitwise_equal(convert(swapped, axis=axis, heads=heads), expected)
+
+
 def test_weight_permutation_is_hugging_faces_permute():
     """HF's convert_llama_weights_to_hf.py: w.view(n, d/n/2, 2, d).transpose(1, 2).reshape(d, d)."""
     heads, head_size, model = 4, 6, 24

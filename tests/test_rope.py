@@ -453,6 +453,14 @@ def test_neg_half_matches_reference(dtype, dim):
         assert_bitwise_equal(view, before)
 
 
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_neg_half_keeps_the_memory_order_in_the_machines_byte_order(order):
+    x = np.asarray(sample((5, 4, 3), np.float32, seed=8), order=order)
+    expected = neg_half(x, 1)
+    assert expected.flags[f"{order}_CONTIGUOUS"]
+    assert_bitwise_equal(neg_half(x.astype(x.dtype.newbyteorder(), order="K"), 1), expected)
+
+
 def test_neg_half_bool_gives_int64_without_negative_zero():
     y = neg_half(np.array([True, False, True, False]))
     assert y.dtype == np.int64
