@@ -47,6 +47,9 @@ class AbsolutePE:
         is ``sin(theta_i * p)``, row ``2i+1`` is ``cos(theta_i * p)`` (sin and
         cos in float64, rounded once to float32).
 
+    The fields are read-only, as those of Julia's immutable struct:
+    assigning one raises ``AttributeError``.
+
     Raises
     ------
     TypeError
@@ -81,11 +84,7 @@ class AbsolutePE:
     ((100, 512, 32), True)
     """
 
-    __slots__ = ("_by_position", "_direct", "embedding_size", "embeddings", "max_length")
-
-    embedding_size: int
-    max_length: int
-    embeddings: np.ndarray
+    __slots__ = ("_by_position", "_direct", "_embedding_size", "_embeddings", "_max_length")
 
     def __init__(self, embedding_size: int, max_length: int, base: float = 10_000) -> None:
         embedding_size = as_size(embedding_size, "embedding_size")
@@ -103,11 +102,29 @@ class AbsolutePE:
         embeddings = np.empty((embedding_size, max_length), dtype=_TABLE_DTYPE)
         absolute_table(theta, embeddings)
         embeddings.flags.writeable = False
-        self.embedding_size = embedding_size
-        self.max_length = max_length
-        self.embeddings = embeddings
+        self._embedding_size = embedding_size
+        self._max_length = max_length
+        self._embeddings = embeddings
         self._by_position: np.ndarray | None = None
         self._direct = DirectCalls()
+
+    # Julia's AbsolutePE is an immutable struct: its fields are read, never
+    # assigned (the copy of the table that some layouts read follows from them).
+
+    @property
+    def embedding_size(self) -> int:
+        """Feature size d_model, the table's rows."""
+        return self._embedding_size
+
+    @property
+    def max_length(self) -> int:
+        """Longest sequence supported, the table's columns."""
+        return self._max_length
+
+    @property
+    def embeddings(self) -> np.ndarray:
+        """The table, float32 (embedding_size, max_length), read-only."""
+        return self._embeddings
 
     def __call__(
         self,
@@ -156,14 +173,14 @@ class AbsolutePE:
             y = remembered_sum(self._direct, x, out, offset, batch_first)
             if y is not None:
                 return y
-        y = add_embeddings(self.embeddings, x, out, offset, batch_first, self._position_major)
+        y = add_embeddings(self._embeddings, x, out, offset, batch_first, self._position_major)
         remember_sum(self._direct, self._by_position, x, y, out is None, batch_first)
         return y
 
     def _position_major(self, stop: int) -> np.ndarray:
         """The table in F order (each position's channels adjacent) for at
         least positions ``0 .. stop - 1``, kept for the next call."""
-        self._by_position = grown_copy(self._by_position, self.embeddings, stop, "F")
+        self._by_position = grown_copy(self._by_position, self._embeddings, stop, "F")
         return self._by_position
 
     def __repr__(self) -> str:

@@ -67,6 +67,10 @@ class RoPE:
         ``T((theta_i * p) * scale)`` of its pair ``i`` (rows ``i`` and ``i +
         head_size/2``, or ``2i`` and ``2i+1`` when interleaved).
 
+    The fields are read-only, as those of Julia's immutable struct:
+    assigning one raises ``AttributeError`` (other tables:
+    :meth:`from_tables`).
+
     Raises
     ------
     TypeError
@@ -107,22 +111,17 @@ class RoPE:
 
     __slots__ = (
         "_backward_sin",
+        "_cos_cached",
         "_direct",
+        "_head_size",
+        "_interleaved",
         "_kernel_tables",
         "_packed",
         "_pairing",
         "_position_rows",
         "_shared",
-        "cos_cached",
-        "head_size",
-        "interleaved",
-        "sin_cached",
+        "_sin_cached",
     )
-
-    head_size: int
-    interleaved: bool
-    cos_cached: np.ndarray
-    sin_cached: np.ndarray
 
     def __init__(
         self,
@@ -196,6 +195,29 @@ class RoPE:
         rope._set_tables(head_size, cos, sin, interleaved, shared=None)
         return rope
 
+    # Julia's RoPE is an immutable struct: its fields are read, never assigned
+    # (the tables the kernels read, and what is kept of them, follow from them).
+
+    @property
+    def head_size(self) -> int:
+        """Channels per head, the length of the tables' first axis."""
+        return self._head_size
+
+    @property
+    def interleaved(self) -> bool:
+        """Whether channels pair as (2i, 2i+1) instead of (h, h + head_size/2)."""
+        return self._interleaved
+
+    @property
+    def cos_cached(self) -> np.ndarray:
+        """The cos table, (head_size, seq_len), read-only."""
+        return self._cos_cached
+
+    @property
+    def sin_cached(self) -> np.ndarray:
+        """The sin table, (head_size, seq_len), read-only."""
+        return self._sin_cached
+
     def _set_tables(
         self,
         head_size: int,
@@ -209,10 +231,10 @@ class RoPE:
         (the half split only: interleaved pairs always read both rows)."""
         for table in (cos, sin):
             table.flags.writeable = False
-        self.head_size = head_size
-        self.interleaved = interleaved
-        self.cos_cached = cos
-        self.sin_cached = sin
+        self._head_size = head_size
+        self._interleaved = interleaved
+        self._cos_cached = cos
+        self._sin_cached = sin
         self._pairing = _pairing(head_size, interleaved)
         # Kernels read float16 tables as exact float32 copies.
         self._kernel_tables = tuple(

@@ -272,3 +272,17 @@ def test_batch_first_decoding_steps_take_the_direct_path(monkeypatch, order):
     monkeypatch.setattr(absolute, "add_embeddings", checked)
     with pytest.raises(ValueError, match="exceeds maximum length"):
         step(x, offset=40)
+
+
+@pytest.mark.parametrize("field", ["embedding_size", "max_length", "embeddings"])
+def test_fields_are_read_only_as_in_julias_immutable_struct(field):
+    """Assigning a field raises (it was taken, and the calls of layouts that
+    read the kept copy of the table went on reading the old one)."""
+    pe = AbsolutePE(4, 8)
+    x = sample((3, 4, 2), np.float32, seed=40)
+    expected = reference.absolute_apply(x, pe.embeddings)
+    pe(np.ascontiguousarray(x))  # C order: a copy of the table is kept
+    with pytest.raises(AttributeError, match=field):
+        setattr(pe, field, np.ones((4, 8), np.float32) if field == "embeddings" else 2)
+    for _, view in layouts(x):
+        assert_bitwise_equal(pe(view), expected)

@@ -427,6 +427,18 @@ def test_from_tables_errors():
         RoPE.from_tables(3, cos[:3], cos[:3])
 
 
+@pytest.mark.parametrize("field", ["head_size", "interleaved", "cos_cached", "sin_cached"])
+def test_fields_are_read_only_as_in_julias_immutable_struct(field):
+    """Assigning a field raises (a table assigned was taken and never read:
+    the calls went on with the old one); other tables: ``RoPE.from_tables``."""
+    rope = RoPE(8, 10)
+    x = sample((8, 5, 3), np.float32, seed=41)
+    expected = reference.rope_apply(x, rope.cos_cached, rope.sin_cached)
+    with pytest.raises(AttributeError, match=field):
+        setattr(rope, field, np.ones((8, 10), np.float32))
+    assert_bitwise_equal(rope(x), expected)
+
+
 # --- neg_half ------------------------------------------------------------------------
 
 
