@@ -183,11 +183,15 @@ def output_for(x: np.ndarray, dtype: np.dtype, out: Any) -> np.ndarray:
     given ``out`` must match ``x``'s shape and the promoted dtype exactly, be
     writeable, and either not overlap ``x`` at all or be ``x`` itself (same
     buffer, same strides): a partial overlap would be read after written.
+    Its own elements must not overlap each other (a broadcast view): they
+    cannot hold the result, and in place each would be rotated or added to
+    as many times as it is seen.  Masked arrays are refused, as for ``x``.
     """
     if out is None:
         return np.empty_like(x, dtype=dtype, order="K")
-    if not isinstance(out, np.ndarray):
-        raise TypeError(f"out must be a numpy array, got {type(out).__name__}")
+    if not isinstance(out, np.ndarray) or isinstance(out, np.ma.MaskedArray):
+        kind = "a masked array (its mask would be ignored)" if isinstance(out, np.ndarray) else ""
+        raise TypeError(f"out must be a numpy array, got {kind or type(out).__name__}")
     if out.shape != x.shape:
         raise ValueError(f"out must have shape {x.shape} like x, got {out.shape}")
     if out.dtype != dtype:
@@ -197,11 +201,34 @@ def output_for(x: np.ndarray, dtype: np.dtype, out: Any) -> np.ndarray:
         )
     if not out.flags.writeable:
         raise ValueError("out must be writeable, got a read-only array")
+    if _overlaps_itself(out):
+        raise ValueError(
+            "out's elements may overlap each other (a broadcast or as_strided view of "
+            f"strides {out.strides}): it cannot hold the result; pass a separate array"
+        )
     if out is not x and np.may_share_memory(x, out) and not _same_view(x, out):
         raise ValueError(
             "out overlaps x without being x itself; pass out=x for in place, or a separate array"
         )
     return out
+
+
+def _overlaps_itself(a: np.ndarray) -> bool:
+    """Whether two elements of ``a`` may share memory: unless its axes, from
+    the smallest stride up, each step past the whole block of the axes
+    before it, as every slice, transpose or reshape of a contiguous array
+    does (zero strides of axes longer than 1 never do).  Refuses only
+    ``as_strided`` layouts beyond those, which may not overlap."""
+    if a.size == 0:
+        return False
+    extent = a.itemsize
+    for stride, length in sorted(
+        (abs(s), n) for s, n in zip(a.strides, a.shape, strict=True) if n > 1
+    ):
+        if stride < extent:
+            return True
+        extent += stride * (length - 1)
+    return False
 
 
 def _same_view(a: np.ndarray, b: np.ndarray) -> bool:
@@ -237,7 +264,7 @@ def resolve_positions(
                 f"{start}, the tables hold {table_length}"
             )
         return offset
-    if not (isinstance(offset, int) and offset == 0):
+    if not (type(offset) is int and offset == 0) and as_size(offset, "offset") != 0:
         raise ValueError("pass either offset or positions, not both")
     ids = plain_array(positions, "positions")
     if ids.dtype.kind not in "iu":

@@ -19,7 +19,7 @@ from ._checks import (
 )
 from ._direct import DirectCalls
 from ._kernels import absolute_direct, absolute_forward, absolute_table
-from ._views import grown_copy, run_forward
+from ._views import grown_copy, read_only, run_forward
 from .frequencies import frequency_bands
 
 __all__ = ["AbsolutePE", "add_embeddings", "remember_sum", "remembered_sum"]
@@ -101,10 +101,9 @@ class AbsolutePE:
             check_finite_angles(theta * max(max_length - 1, 0), "sin")
         embeddings = np.empty((embedding_size, max_length), dtype=_TABLE_DTYPE)
         absolute_table(theta, embeddings)
-        embeddings.flags.writeable = False
         self._embedding_size = embedding_size
         self._max_length = max_length
-        self._embeddings = embeddings
+        self._embeddings = read_only(embeddings)
         self._by_position: np.ndarray | None = None
         self._direct = DirectCalls()
 

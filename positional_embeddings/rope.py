@@ -21,7 +21,7 @@ from ._checks import (
 )
 from ._direct import DirectCalls
 from ._kernels import exchanged, packed_tables, rope_direct, rope_forward, rope_tables
-from ._views import grown_copy, run_forward
+from ._views import grown_copy, read_only, run_forward
 from .frequencies import frequency_bands
 
 __all__ = ["RoPE", "neg_half"]
@@ -229,8 +229,7 @@ class RoPE:
         """Keep the tables; ``shared`` is True when they are known to hold equal
         rows for the two channels of every pair (built here), None to check
         (the half split only: interleaved pairs always read both rows)."""
-        for table in (cos, sin):
-            table.flags.writeable = False
+        cos, sin = read_only(cos), read_only(sin)
         self._head_size = head_size
         self._interleaved = interleaved
         self._cos_cached = cos
@@ -345,6 +344,13 @@ class RoPE:
         to the same formula.  PyTorch: ``torch.autograd.grad`` of
         ``x * cos + rotate_half(x) * sin``.
         """
+        dy = as_array(dy, "dy", 3)
+        if dy.dtype.kind in "biu":
+            # The loop negates a partner channel and the sin table: in an
+            # integer type that negation wraps (uint8 1 to 255, int8 -128 to
+            # itself), so integer gradients take their promoted float type
+            # first, which the products would convert them to anyway.
+            dy = dy.astype(promote(dy.dtype, self._cos_cached.dtype), order="K")
         if self._backward_sin is None:
             self._backward_sin = _backward_sin(self._kernel_tables[1], self._pairing)
         return self._apply(dy, out, offset, positions, (self._kernel_tables[0], self._backward_sin))

@@ -284,5 +284,7 @@ def test_fields_are_read_only_as_in_julias_immutable_struct(field):
     pe(np.ascontiguousarray(x))  # C order: a copy of the table is kept
     with pytest.raises(AttributeError, match=field):
         setattr(pe, field, np.ones((4, 8), np.float32) if field == "embeddings" else 2)
+    with pytest.raises(ValueError, match="WRITEABLE"):  # nor can the table be made writeable
+        pe.embeddings.flags.writeable = True
     for _, view in layouts(x):
         assert_bitwise_equal(pe(view), expected)

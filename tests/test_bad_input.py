@@ -120,6 +120,11 @@ def call_cases():
         yield f"{name} out read-only", layer, (_x((8, 8, 2)),), {"out": _read_only(_x((8, 8, 2)))}
         big = np.zeros((8, 8, 4), np.float32)
         yield f"{name} out partial overlap", layer, (big[:, :, :2],), {"out": big[:, :, 1:3]}
+        one = np.zeros((8, 8, 1), np.float32)
+        spread = np.lib.stride_tricks.as_strided(one, (8, 8, 3), (*one.strides[:2], 0))
+        yield f"{name} out broadcast", layer, (_x((8, 8, 3)),), {"out": spread}
+        yield f"{name} in place broadcast", layer, (spread,), {"out": spread}
+        yield f"{name} out masked", layer, (_x((8, 8, 2)),), {"out": _masked((8, 8, 2))}
         yield f"{name} offset negative", layer, (_x((8, 8, 2)),), {"offset": -1}
         yield f"{name} offset float", layer, (_x((8, 8, 2)),), {"offset": 1.0}
         yield f"{name} offset past end", layer, (_x((8, 8, 2)),), {"offset": 3}
@@ -139,6 +144,18 @@ def call_cases():
     yield "neg_half object", neg_half, (np.ones(3, dtype=object),), {}
     yield "neg_half masked", neg_half, (_masked((2, 2)),), {}
     yield "rope positions masked", ROPE, (_x((8, 3, 1)),), {"positions": _masked((3,), int)}
+    yield (
+        "rope positions with offset",
+        ROPE,
+        (_x((8, 3, 1)),),
+        {"positions": [0, 1, 2], "offset": np.int64(1)},
+    )
+    yield (
+        "rope positions with bool offset",
+        ROPE,
+        (_x((8, 3, 1)),),
+        {"positions": [0, 1, 2], "offset": False},
+    )
     yield "padding masked lengths", create_padding_mask, (_masked((2,), int), 3), {}
     yield "t5 masked", t5_relative_position_bucket, (_masked((3,), int),), {}
     yield "interleaved_to_half masked", interleaved_to_half, (_masked((6, 2)),), {}

@@ -49,6 +49,8 @@ def test_position_ids_equal_to_an_offset():
     rope = RoPE(8, 12)
     x = sample((8, 4, 3), np.float32, seed=23)
     assert_bitwise_equal(rope(x, positions=np.arange(5, 9)), rope(x, offset=5))
+    for zero in (np.int64(0), np.uint8(0)):  # the default offset, of any integer type
+        assert_bitwise_equal(rope(x, positions=np.arange(5, 9), offset=zero), rope(x, offset=5))
 
 
 @pytest.mark.parametrize("order", ["C", "F"])
@@ -224,6 +226,23 @@ def test_backward_is_the_transposed_rotation_exactly():
             dx[h1] = dy[h1] * c1 + dy[h2] * s2
             dx[h2] = dy[h2] * c2 - dy[h1] * s1
     assert_bitwise_equal(rope.backward(dy), dx)
+
+
+@pytest.mark.parametrize("dtype", [np.bool_, np.int8, np.uint8, np.int32, np.uint16, np.uint64])
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_backward_of_integer_gradients_is_that_of_their_float_values(dtype, interleaved):
+    """The formula's products convert integers to the table type: no
+    negation in the integer type, which wraps (uint8 1 to 255, int8 -128
+    to itself), not even at the type's ends."""
+    rope = RoPE(8, 6, interleaved=interleaved)
+    info = np.iinfo(dtype) if dtype != np.bool_ else None
+    ends = [0, 1] if info is None else [info.min, info.min + 1, 0, 1, info.max]
+    dy = np.resize(np.array(ends, dtype), 8 * 6 * 2).reshape(8, 6, 2)
+    before = dy.copy()
+    expected = rope.backward(dy.astype(np.float32))
+    for _, view in layouts(dy):
+        assert_bitwise_equal(rope.backward(view), expected)
+    assert_bitwise_equal(dy, before)
 
 
 def test_backward_with_offset_and_out():

@@ -436,6 +436,9 @@ def test_fields_are_read_only_as_in_julias_immutable_struct(field):
     expected = reference.rope_apply(x, rope.cos_cached, rope.sin_cached)
     with pytest.raises(AttributeError, match=field):
         setattr(rope, field, np.ones((8, 10), np.float32))
+    if field.endswith("_cached"):  # nor can the tables be made writeable
+        with pytest.raises(ValueError, match="WRITEABLE"):
+            getattr(rope, field).flags.writeable = True
     assert_bitwise_equal(rope(x), expected)
 
 
