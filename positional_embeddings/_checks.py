@@ -214,11 +214,14 @@ def output_for(x: np.ndarray, dtype: np.dtype, out: Any) -> np.ndarray:
 
 
 def _overlaps_itself(a: np.ndarray) -> bool:
-    """Whether two elements of ``a`` may share memory: unless its axes, from
-    the smallest stride up, each step past the whole block of the axes
-    before it, as every slice, transpose or reshape of a contiguous array
-    does (zero strides of axes longer than 1 never do).  Refuses only
-    ``as_strided`` layouts beyond those, which may not overlap."""
+    """Whether two elements of ``a`` may share memory.
+
+    False where its axes, taken from the smallest stride up, each step past
+    the whole block of the axes before it, as in every slice, transpose or
+    reshape of an array that does not overlap itself; a zero stride on an
+    axis longer than 1 never does.  Other layouts (made with
+    ``as_strided``) count as overlapping, even the few that do not.
+    """
     if a.size == 0:
         return False
     extent = a.itemsize

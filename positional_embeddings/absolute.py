@@ -101,9 +101,24 @@ class AbsolutePE:
             check_finite_angles(theta * max(max_length - 1, 0), "sin")
         embeddings = np.empty((embedding_size, max_length), dtype=_TABLE_DTYPE)
         absolute_table(theta, embeddings)
-        self._embedding_size = embedding_size
-        self._max_length = max_length
-        self._embeddings = read_only(embeddings)
+        self.__setstate__(
+            {"embedding_size": embedding_size, "max_length": max_length, "embeddings": embeddings}
+        )
+
+    def __getstate__(self) -> dict[str, Any]:
+        """For pickle and copy: the fields.  What is kept for faster calls
+        (the position-major copy, remembered compiled calls) is rebuilt by
+        the copy as it is used."""
+        return {
+            "embedding_size": self._embedding_size,
+            "max_length": self._max_length,
+            "embeddings": self._embeddings,
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._embedding_size = state["embedding_size"]
+        self._max_length = state["max_length"]
+        self._embeddings = read_only(state["embeddings"])  # unpickled arrays are writeable
         self._by_position: np.ndarray | None = None
         self._direct = DirectCalls()
 

@@ -153,8 +153,10 @@ def test_used_encodings_pickle_and_copy():
         for twin in (pickle.loads(pickle.dumps(layer)), copy.deepcopy(layer), copy.copy(layer)):
             assert_bitwise_equal(call(twin), call(layer))
             assert repr(twin) == repr(layer)
-    twin = pickle.loads(pickle.dumps(rope))
-    assert not twin.cos_cached.flags.writeable and not twin.sin_cached.flags.writeable
+    for twin in (pickle.loads(pickle.dumps(rope)), copy.deepcopy(rope)):
+        assert not twin.cos_cached.flags.writeable and not twin.sin_cached.flags.writeable
+    for twin in (pickle.loads(pickle.dumps(pe)), copy.deepcopy(pe)):  # were writeable
+        assert not twin.embeddings.flags.writeable
 
 
 # --- Numba's cache -------------------------------------------------------------------
