@@ -41,14 +41,14 @@ class AbsolutePE:
 
     Attributes
     ----------
-    embedding_size, max_length : int
+    embedding_size : int
+        The feature size given.
+    max_length : int
+        The longest sequence given.
     embeddings : numpy.ndarray
         float32, shape ``(embedding_size, max_length)``, read-only.  Row ``2i``
         is ``sin(theta_i * p)``, row ``2i+1`` is ``cos(theta_i * p)`` (sin and
         cos in float64, rounded once to float32).
-
-    The fields are read-only, as those of Julia's immutable struct:
-    assigning one raises ``AttributeError``.
 
     Raises
     ------
@@ -71,6 +71,9 @@ class AbsolutePE:
     of a position at once, from a position-major copy of the table (as
     Julia stores it) that is kept and covers the positions used so far
     (grown by doubling, up to ``max_length``).
+
+    The fields are read-only, as those of Julia's immutable struct:
+    assigning one raises ``AttributeError``.
 
     Examples
     --------

@@ -83,8 +83,10 @@ class RelativePE:
         distance ``d``.  Assigning another array holds it, not a copy: a 2-D
         float16/32/64 array in the machine's byte order with an odd number
         of rows; ``max_relative_position`` and ``embedding_size`` follow it.
-    max_relative_position, embedding_size : int
-        Read from the table's shape.
+    max_relative_position : int
+        Read from the table's shape (its rows are 2k + 1).
+    embedding_size : int
+        Read from the table's shape (its columns).
 
     Examples
     --------

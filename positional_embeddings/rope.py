@@ -60,16 +60,16 @@ class RoPE:
     Attributes
     ----------
     head_size : int
+        Channels per head.
     interleaved : bool
-    cos_cached, sin_cached : numpy.ndarray
+        Whether channels pair as (2i, 2i+1).
+    cos_cached : numpy.ndarray
+        The cos table, as ``sin_cached``.
+    sin_cached : numpy.ndarray
         Shape ``(head_size, seq_len)``, dtype ``T``, read-only.  Row ``h``
         holds the cos/sin applied to channel ``h``: the angle
         ``T((theta_i * p) * scale)`` of its pair ``i`` (rows ``i`` and ``i +
         head_size/2``, or ``2i`` and ``2i+1`` when interleaved).
-
-    The fields are read-only, as those of Julia's immutable struct:
-    assigning one raises ``AttributeError`` (other tables:
-    :meth:`from_tables`).
 
     Raises
     ------
@@ -94,6 +94,10 @@ class RoPE:
     C order with a single batch column runs along the sequence, and reads
     C-order copies of the tables instead, kept for the next call and
     covering the positions used so far (grown by doubling).
+
+    The fields are read-only, as those of Julia's immutable struct:
+    assigning one raises ``AttributeError`` (other tables:
+    :meth:`from_tables`).
 
     Examples
     --------
