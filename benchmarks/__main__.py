@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -67,26 +68,51 @@ def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return arguments
 
 
+def _unwritable(path: Path) -> str | None:
+    """Why ``path`` cannot be written (its missing folders created), or None."""
+    if path.is_dir():
+        return "is a directory"
+    if path.exists():
+        return None if os.access(path, os.W_OK) else "is not writable"
+    folder = path.parent
+    while not folder.exists():
+        folder = folder.parent
+    if not folder.is_dir():
+        return f"{folder} is not a directory"
+    return None if os.access(folder, os.W_OK | os.X_OK) else f"cannot create files in {folder}"
+
+
 def _write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
+
+
+def _error(message: str) -> None:
+    print(f"python -m benchmarks: error: {message}", file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the cases, print the table and the targets, write the files asked for.
 
     Progress goes to standard error, the table to standard output.  Returns
-    the exit status (0; a missed target is reported, not an error; 2 for a
-    ``--readme`` file that cannot be read or lacks the summary markers).
+    the exit status: 0 (a missed target is reported, not an error); 2, before
+    any case runs, for a file to write that cannot be written or a
+    ``--readme`` file that cannot be read or lacks the summary markers; 1 when
+    writing a file fails after the run (the table is printed by then).
     """
     arguments = parse_arguments(argv)
+    for path in filter(None, (arguments.markdown, arguments.json, arguments.readme)):
+        reason = _unwritable(path)
+        if reason is not None:  # found before the run, not after minutes of it
+            _error(f"{path}: {reason}")
+            return 2
     readme = None
     if arguments.readme:  # a file without the markers fails before the run, not after it
         try:
             readme = arguments.readme.read_text(encoding="utf-8")
             replace_summary(readme, "")
         except (OSError, ValueError) as error:
-            print(f"python -m benchmarks: error: {arguments.readme}: {error}", file=sys.stderr)
+            _error(f"{arguments.readme}: {error}")
             return 2
     settings = Settings(arguments.quick, arguments.repeat or (2 if arguments.quick else 7))
     cases = [
@@ -100,15 +126,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     outcomes = None if settings.quick else check_targets(rows)
     info = machine()
     sys.stdout.write(format_text(rows, outcomes, info))
+    files: list[tuple[Path, str]] = []
     if arguments.markdown:
-        _write(arguments.markdown, format_markdown(rows, outcomes, info))
+        files.append((arguments.markdown, format_markdown(rows, outcomes, info)))
     if readme is not None:
         summary = format_summary(rows, outcomes or [], info)
-        _write(arguments.readme, replace_summary(readme, summary))
+        files.append((arguments.readme, replace_summary(readme, summary)))
     if arguments.json:
         run = {"quick": settings.quick, "repeat": settings.repeat, "cases": arguments.cases}
-        _write(arguments.json, to_json(rows, outcomes, info, run))
-    return 0
+        files.append((arguments.json, to_json(rows, outcomes, info, run)))
+    status = 0
+    for path, text in files:
+        try:
+            _write(path, text)
+        except OSError as error:
+            _error(f"{path}: {error}")
+            status = 1
+    return status
 
 
 if __name__ == "__main__":

@@ -161,6 +161,41 @@ def test_the_readme_option_wants_a_full_run_and_a_file_with_markers(
     assert unmarked.read_text(encoding="utf-8") == "# no summary here\n"
 
 
+def test_files_that_cannot_be_written_are_refused_before_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A folder, or a path under a file, given for a file to write: exit
+    status 2 and one line naming the path, before any case runs."""
+    a_file = tmp_path / "a_file"
+    a_file.write_text("kept\n", encoding="utf-8")
+    for option in ("--markdown", "--json", "--readme"):
+        for path, reason in [
+            (tmp_path, "is a directory"),
+            (a_file / "new" / "table.md", f"{a_file} is not a directory"),
+        ]:
+            assert main([option, str(path)]) == 2
+            captured = capsys.readouterr()
+            assert captured.err == f"python -m benchmarks: error: {path}: {reason}\n"
+            assert captured.out == ""  # no table: nothing ran
+    assert a_file.read_text(encoding="utf-8") == "kept\n"
+
+
+def test_a_file_that_fails_after_the_run_leaves_the_table_and_exit_status_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def full_disk(path: Path, text: str) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("benchmarks.__main__._write", full_disk)
+    path = tmp_path / "table.json"
+    assert main(["--quick", "--repeat", "1", "--cases", "decode", "--json", str(path)]) == 1
+    captured = capsys.readouterr()
+    assert "decode rope(x)" in captured.out
+    assert captured.err.endswith(
+        f"python -m benchmarks: error: {path}: [Errno 28] No space left on device\n"
+    )
+
+
 def test_the_machine_line_names_the_largest_cache(tmp_path: Path) -> None:
     """Linux's description of CPU 0's caches: the highest level is named,
     in MiB; no description, no cache named."""
