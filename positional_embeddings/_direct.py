@@ -9,7 +9,7 @@ import numpy as np
 
 from ._kernels import Direct, ids_within
 from ._parallel import NO_POST
-from ._views import may_share, may_share_memory, merged, merging
+from ._views import may_share, may_share_memory, merged, merging, on_views
 
 __all__ = ["IN_PLACE", "NEW", "DirectCalls"]
 
@@ -18,6 +18,9 @@ NEW = "new"
 
 IN_PLACE = "in place"
 """What a remembered in-place call writes into, in its key."""
+
+_Found = tuple[Literal["C", "F"] | None, Callable[..., None], tuple[Any, ...], int, int | None]
+"""The memory order of a new output, then a ``Direct`` (``DirectCalls._find``)."""
 
 _MOST_LAYOUTS = 64
 """Records kept at most; many layouts in turn clear them (a small cache)."""
@@ -124,16 +127,20 @@ class DirectCalls:
         """After a checked call of ``x`` into ``out`` (``x`` itself in place;
         ``new``: an output the call made), keep the loop ``find`` gives for
         the arrays the loop is handed: 3-D views of ``x`` and of ``out``
-        (None in place).  ``last`` is the largest offset the call's tables
-        cover for this sequence length.  ``ids``, if given, are the position
-        ids the call read (native ``intp``, one per position): the record is
-        then for ids of their shape and layout.
+        (None in place).  ``last`` is the largest offset the layer's tables
+        cover for this sequence length; the record covers less where the
+        loop reads a copy of the tables' first positions only (``Direct``).
+        ``ids``, if given, are the position ids the call read (native
+        ``intp``, one per position): the record is then for ids of their
+        shape and layout.
 
         ``find`` costs tens of microseconds (Numba's ``typeof`` of each
         argument), so it is not asked again while a record for such calls
         covers ``last``, nor for what ``call`` never accepts (an ``out``
         that is another view of ``x``'s elements, written in place; an
-        unaligned one), nor for layouts refused before.
+        unaligned one), nor for layouts refused before.  A record that
+        covers less is looked for again after a checked call (which grew
+        the copy, or found it large enough for the call).
         """
         in_place = out is x  # the loop compiled to write into x (see run_forward)
         # The key as ``call`` builds it (there inline, on the decoding step's path).
@@ -156,7 +163,8 @@ class DirectCalls:
             return
         if len(self._records) >= _MOST_LAYOUTS:
             self._records.clear()
-        order, entry, args, length = found
+        order, entry, args, length, covered = found
+        last = last if covered is None else min(last, covered)
         self._records[key] = (last, entry, args, length, order, out.dtype)
 
     @staticmethod
@@ -166,13 +174,13 @@ class DirectCalls:
         new: bool,
         in_place: bool,
         find: Callable[[np.ndarray, np.ndarray | None], Direct | None],
-    ) -> tuple[Literal["C", "F"] | None, Callable[..., None], tuple[Any, ...], int] | None:
+    ) -> _Found | None:
         """The memory order of a new output (None: neither C nor F, made by
         ``np.empty_like`` of ``x``; also None where the call makes none) and
         the loop to remember for ``x`` into ``out`` (``remember``'s
-        arguments), or None where ``find`` finds none, or a new ``out`` is
-        not laid out as ``np.empty_like`` of ``x``, which the remembered
-        call makes."""
+        arguments) as ``find`` gives it, or None where ``find`` finds none,
+        or a new ``out`` is not laid out as ``np.empty_like`` of ``x``,
+        which the remembered call makes."""
         order: Literal["C", "F"] | None = None
         if new:
             if not _same_steps(out, np.empty_like(x, out.dtype)):
@@ -187,24 +195,12 @@ class DirectCalls:
         found = find(views[0], None if in_place else views[1])
         if found is None:
             return None
-        entry, args, length = found
+        entry, args, length, covered = found
         if merge is not None:
-            entry = _on_views(entry, views[0].shape, merge)
-        return order, entry, args, length
-
-
-def _on_views(
-    entry: Callable[..., None], shape: tuple[int, ...], order: Literal["C", "F"]
-) -> Callable[..., None]:
-    """``entry`` for arrays of more than 3 dims: ``entry`` of their 3-D views
-    of ``shape``, merged in ``order``.  Views, never copies: the record is
-    only for arrays laid out as those whose views ``merged`` found."""
-    view = merging(shape, order)
-
-    def call(x: np.ndarray, out: np.ndarray | None, *rest: Any) -> None:
-        entry(view(x), None if out is None else view(out), *rest)
-
-    return call
+            # Views, never copies: the record is only for arrays laid out as
+            # those whose views ``merged`` found.
+            entry = on_views(entry, merging(views[0].shape, merge))
+        return order, entry, args, length, covered
 
 
 def _same_steps(a: np.ndarray, b: np.ndarray) -> bool:

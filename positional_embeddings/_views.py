@@ -22,6 +22,7 @@ __all__ = [
     "may_share_memory",
     "merged",
     "merging",
+    "on_views",
     "read_only",
     "reshaped_in_place",
     "run_forward",
@@ -130,6 +131,19 @@ def merging(shape: tuple[int, ...], order: Literal["C", "F"]) -> Callable[[np.nd
         return a.T.reshape(reverse).T
 
     return merge_reversed
+
+
+def on_views(
+    entry: Callable[..., None], view: Callable[[np.ndarray], np.ndarray]
+) -> Callable[..., None]:
+    """``entry(x, out, *rest)`` called on ``view(x)`` and ``view(out)``
+    (``out`` None stays None): a remembered loop for arrays that it runs on
+    as views (``merging``'s, a transpose)."""
+
+    def call(x: np.ndarray, out: np.ndarray | None, *rest: Any) -> None:
+        entry(view(x), None if out is None else view(out), *rest)
+
+    return call
 
 
 def _three_d_views(*arrays: np.ndarray) -> Iterator[tuple[np.ndarray, ...]]:

@@ -90,10 +90,13 @@ class RoPE:
     :meth:`RoPE.from_tables`.
 
     The tables are stored column by column (F order, as Julia stores
-    them), which every layout of ``x`` reads along the head axis but one:
-    C order with a single batch column runs along the sequence, and reads
-    C-order copies of the tables instead, kept for the next call and
-    covering the positions used so far (grown by doubling).
+    them), which the loops with the head axis innermost, or the positions
+    outermost (one or two positions; the seq axis outermost in memory),
+    read along the head.  The others, in C order (the batch axis
+    innermost, or the sequence with a single batch column), read each
+    pair's table rows along the positions, from C-order copies of the
+    tables, kept for the next call and covering the positions used so far
+    (grown by doubling: at most the tables' memory again).
 
     The fields are read-only, as those of Julia's immutable struct:
     assigning one raises ``AttributeError`` (other tables:
@@ -405,6 +408,7 @@ class RoPE:
                     tables[1],
                     self._pairing,
                     self._shared,
+                    self._along_positions,
                     self._packed_tables,
                     where,
                 ),

@@ -580,6 +580,38 @@ def test_repeated_calls_split_over_threads_take_the_direct_path(monkeypatch, ord
         assert (start, stop) == (0, run.length) and middle == resume
 
 
+@pytest.mark.parametrize("batch", [16, 1])
+def test_loops_along_positions_are_remembered_for_the_positions_their_tables_cover(
+    monkeypatch, batch
+):
+    """The loops that read the tables along positions (C order: the batch
+    innermost, or the sequence with one batch column) read copies of the
+    tables' first positions, grown as calls need more: a remembered call
+    serves the offsets its copies cover, and a call beyond them takes the
+    checked path once, which grows them and remembers again.  Same bits
+    all along."""
+    rope = RoPE(8, 64)
+    x = sample((8, 10, batch), np.float32, seed=46)
+    checked: list[int] = []
+    apply = RoPE._apply
+
+    def counted(self, x, out, offset, *rest, **keywords):
+        checked.append(offset)
+        return apply(self, x, out, offset, *rest, **keywords)
+
+    monkeypatch.setattr(RoPE, "_apply", counted)
+    kernel = _kernels._rope_loop(x, 0, 2 * x.nbytes)[0]
+    assert kernel is (_kernels._rope_inner_batch if batch > 1 else _kernels._rope_inner_seq)
+    for offset in (0, 0, 5, 0, 20, 12, 3, 54, 54, 40):
+        columns = slice(offset, offset + 10)
+        expected = reference.rope_apply(x, rope.cos_cached[:, columns], rope.sin_cached[:, columns])
+        assert_bitwise_equal(rope(x, offset=offset), expected)
+    # First call: copies of positions 0-9; 5 lies beyond them (0-19 then),
+    # 20 too (0-39), 54 too (all 64); the others are remembered calls.
+    assert checked == [0, 5, 20, 54]
+    assert len(rope._direct) == 1
+
+
 def test_layouts_never_remembered_are_not_probed_at_every_call(monkeypatch):
     """Layouts that no call is remembered for (Hugging Face's queries cut
     from a longer cache along both the positions and the heads, whose axes
