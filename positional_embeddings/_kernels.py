@@ -1045,7 +1045,9 @@ def rope_direct(
     kernel, length = _rope_loop(x3, kernel_positions, traffic)
     tables = _read_tables(kernel, x3, cos, sin, shared, along_positions, packed, kernel_positions)
     args = (*tables, pairing, shared)
-    last = tables[0].shape[1] - x3.shape[1] if kernel in _ALONG_POSITIONS else None
+    last = None
+    if kernel in _ALONG_POSITIONS:  # copies each kept and grown on its own (backward shares cos)
+        last = min(table.shape[1] for table in tables if table is not None) - x3.shape[1]
     if kernel is _rope_inner_seq:
         found = _compiled(
             kernel,

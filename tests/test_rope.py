@@ -612,6 +612,21 @@ def test_loops_along_positions_are_remembered_for_the_positions_their_tables_cov
     assert len(rope._direct) == 1
 
 
+@pytest.mark.parametrize("batch", [16, 1])
+def test_a_remembered_call_covers_only_what_both_table_copies_cover(batch):
+    """The backward pass shares the cos table with the forward pass (not the
+    sin one): its call grows the copy of cos alone, and a forward call
+    remembered after it serves only the positions its shorter sin copy
+    covers (it had read that copy past its end)."""
+    rope = RoPE(8, 64)
+    x = sample((8, 10, batch), np.float32, seed=47)
+    rope.backward(x, offset=40)  # the copy of cos now covers 50 positions
+    rope(x, offset=0)  # that of sin 10
+    fresh = RoPE(8, 64)
+    for offset in (30, 54, 0):
+        assert_bitwise_equal(rope(x, offset=offset), fresh(x.copy(order="F"), offset=offset))
+
+
 def test_layouts_never_remembered_are_not_probed_at_every_call(monkeypatch):
     """Layouts that no call is remembered for (Hugging Face's queries cut
     from a longer cache along both the positions and the heads, whose axes
