@@ -221,6 +221,8 @@ def test_relative_embeddings_name_their_dtype_argument():
         RelativePE(3, 5, dtype=np.int32)
 
 
+# numpy 2.5 deprecates setting an array's shape; users still can.
+@pytest.mark.filterwarnings("ignore:Setting the shape on a NumPy array:DeprecationWarning")
 def test_relative_table_assigned_is_checked_and_sizes_follow_it():
     """``rel.embeddings = table`` holds the array itself once it is a 2-D
     float table of 2k + 1 rows; the sizes follow it and cannot be assigned
