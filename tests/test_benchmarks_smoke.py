@@ -11,10 +11,12 @@ import math
 import os
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
 
+from benchmarks import timing
 from benchmarks.__main__ import main, parse_arguments
 from benchmarks.cases import GROUPS, Row
 from benchmarks.report import (
@@ -194,6 +196,25 @@ def test_a_file_that_fails_after_the_run_leaves_the_table_and_exit_status_1(
     assert captured.err.endswith(
         f"python -m benchmarks: error: {path}: [Errno 28] No space left on device\n"
     )
+
+
+def test_each_batch_of_calls_follows_an_eighth_as_many_untimed_ones(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Samples of 16 back-to-back calls each follow 2 untimed ones of the same
+    contender (after the one warm-up call); samples of one call follow none."""
+    calls = {"a": 0, "b": 0}
+
+    def count(name: str) -> None:
+        calls[name] += 1
+
+    monkeypatch.setattr(timing, "_calls_per_sample", lambda function, seconds: 16)
+    contenders = {name: partial(count, name) for name in calls}
+    medians = timing.interleaved_medians(contenders, 3, sample_seconds=1.0)
+    assert set(medians) == {"a", "b"} and calls == {"a": 1 + 3 * (2 + 16), "b": 1 + 3 * 18}
+    calls.update(a=0, b=0)
+    timing.interleaved_medians(contenders, 3)
+    assert calls == {"a": 1 + 3, "b": 1 + 3}
 
 
 def test_the_machine_line_names_the_largest_cache(tmp_path: Path) -> None:
