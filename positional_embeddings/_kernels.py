@@ -857,9 +857,9 @@ def rope_forward(
         x, out, positions = views
     kernel, length = _rope_loop(x, positions, traffic)
     tables = _read_tables(kernel, x, cos, sin, shared, along_positions, packed, positions)
-    if kernel is _rope_inner_seq:
-        x, out = _seq_last(x), None if out is None else _seq_last(out)
-    run_ranges(kernel, length, traffic, x, out, *tables, pairing, shared, positions)
+    run_ranges(
+        kernel, length, traffic, *_kernel_views(kernel, x, out), *tables, pairing, shared, positions
+    )
 
 
 def packed_tables(cos: np.ndarray, sin: np.ndarray, second: slice) -> np.ndarray:
@@ -901,6 +901,16 @@ def _read_tables(
 def _seq_last(a: np.ndarray) -> np.ndarray:
     """A (head, seq, batch) array as the (head, batch, seq) view ``_rope_inner_seq`` takes."""
     return a.transpose(0, 2, 1)
+
+
+def _kernel_views(
+    kernel: Any, x: np.ndarray, out: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """``x`` and ``out`` as ``kernel`` takes them: ``_seq_last`` views for
+    ``_rope_inner_seq``, the arrays themselves for the other loops."""
+    if kernel is not _rope_inner_seq:
+        return x, out
+    return _seq_last(x), None if out is None else _seq_last(out)
 
 
 @typing.overload
@@ -1048,21 +1058,15 @@ def rope_direct(
     last = None
     if kernel in _ALONG_POSITIONS:  # copies each kept and grown on its own (backward shares cos)
         last = min(table.shape[1] for table in tables if table is not None) - x3.shape[1]
-    if kernel is _rope_inner_seq:
-        found = _compiled(
-            kernel,
-            _seq_last(x3),
-            None if out3 is None else _seq_last(out3),
-            args,
-            kernel_positions,
-            length,
-            traffic,
-        )
-        return None if found is None else (on_views(found[0], _seq_last), args, length, last)
-    found = _compiled(kernel, x3, out3, args, kernel_positions, length, traffic)
+    kernel_x, kernel_out = _kernel_views(kernel, x3, out3)
+    found = _compiled(kernel, kernel_x, kernel_out, args, kernel_positions, length, traffic)
     if found is None:
         return None
-    entry = found[0] if views is None else _on_exchanged(found[0], x.shape, x3.shape[1])
+    entry = found[0]
+    if kernel is _rope_inner_seq:  # never for exchanged views, whose head is innermost
+        entry = on_views(entry, _seq_last)
+    elif views is not None:
+        entry = _on_exchanged(entry, x.shape, x3.shape[1])
     return entry, args, length, last
 
 
