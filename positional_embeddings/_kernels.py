@@ -44,10 +44,12 @@ from ._julia_math import (
     f32_bits,
     f32_from_bits,
     moderate_f32,
+    moderate_f64,
     pow_f64,
     sincos_f32,
     sincos_f32_moderate,
     sincos_f64,
+    sincos_f64_moderate,
 )
 from ._parallel import NO_POST, posted, run_ranges
 from ._views import merged, on_views, viewed
@@ -1482,14 +1484,21 @@ def _ov_sincos_in(angle, table):  # type: ignore[no-untyped-def]
     return lambda angle, table: sincos_f64(angle)
 
 
+@numba.njit(**JIT_INLINED)
+def _sincos_f64_covered(angle):  # type: ignore[no-untyped-def]
+    """``sincos_f64_moderate`` of ``angle`` and whether it covers the angle."""
+    s, c = sincos_f64_moderate(angle)
+    return s, c, moderate_f64(angle)
+
+
 def _sincos_moderate_in(angle, table):  # type: ignore[no-untyped-def]
     """``_sincos_in`` without branches where it has a branch-free form (float32
-    tables: ``sincos_f32_moderate``), as ``(sin, cos, covered)``: ``covered``
-    is False for an angle that form does not cover (``_sincos_in`` then gives
-    its sin and cos)."""
+    tables: ``sincos_f32_moderate``, float64: ``sincos_f64_moderate``), as
+    ``(sin, cos, covered)``: ``covered`` is False for an angle that form does
+    not cover (``_sincos_in`` then gives its sin and cos)."""
 
 
-@overload(_sincos_moderate_in, jit_options=JIT)
+@overload(_sincos_moderate_in, jit_options=JIT, inline="always")
 def _ov_sincos_moderate_in(angle, table):  # type: ignore[no-untyped-def]
     if table.dtype == types.float32:
 
@@ -1499,6 +1508,8 @@ def _ov_sincos_moderate_in(angle, table):  # type: ignore[no-untyped-def]
             return s, c, moderate_f32(x)
 
         return moderate
+    if table.dtype == types.float64:
+        return lambda angle, table: _sincos_f64_covered(angle)
 
     def exact(angle, table):  # type: ignore[no-untyped-def]
         s, c = _sincos_in(angle, table)
@@ -1560,16 +1571,72 @@ def rope_tables(
     run_ranges(_rope_tables, cos.shape[1], cost, theta, scale, cos, sin, pairing)
 
 
+def _absolute_sincos(angle, exact):  # type: ignore[no-untyped-def]
+    """``(sin, cos, covered)`` of ``angle`` for AbsolutePE's table: with
+    ``exact`` None, ``sincos_f64_moderate`` and whether it covers the angle;
+    otherwise ``sincos_f64`` (Julia's full reduction) and True."""
+
+
+@overload(_absolute_sincos, jit_options=JIT, inline="always")
+def _ov_absolute_sincos(angle, exact):  # type: ignore[no-untyped-def]
+    if isinstance(exact, types.NoneType):
+        return lambda angle, exact: _sincos_f64_covered(angle)
+
+    def full(angle, exact):  # type: ignore[no-untyped-def]
+        s, c = sincos_f64(angle)
+        return s, c, True
+
+    return full
+
+
+def _store_at(run, k, value):  # type: ignore[no-untyped-def]
+    """``run[k] = value``; nothing for ``run`` None."""
+
+
+@overload(_store_at, jit_options=JIT, inline="always")
+def _ov_store_at(run, k, value):  # type: ignore[no-untyped-def]
+    if isinstance(run, types.NoneType):
+        return lambda run, k, value: None
+
+    def store(run, k, value):  # type: ignore[no-untyped-def]
+        run[k] = value
+
+    return store
+
+
+@numba.njit(**JIT)
+def _absolute_rows(frequency, sin_run, cos_run, first, exact):  # type: ignore[no-untyped-def]
+    """Positions ``first, first + 1, ...`` of one frequency's rows of
+    AbsolutePE's table, into runs of those rows: ``Float32(sin(frequency *
+    p))`` and ``Float32(cos(...))`` (no cos run, None, for the last row of an
+    odd embedding), by ``_absolute_sincos`` with ``exact``.  Indexed from 0,
+    so that the compiler sees no negative index and vectorises the loop.
+    Returns whether every angle was covered."""
+    covered = True
+    for k in range(sin_run.shape[0]):
+        s, c, ok = _absolute_sincos(frequency * (first + k), exact)
+        covered &= ok
+        sin_run[k] = np.float32(s)
+        _store_at(cos_run, k, np.float32(c))
+    return covered
+
+
 @numba.njit(**JIT)
 def _absolute_table(theta, embeddings, start, stop, post):  # type: ignore[no-untyped-def]
+    """Positions ``start .. stop`` of AbsolutePE's table (``absolute_table``),
+    row by row: the branch-free sin and cos first, which vectorise along the
+    row; a row with an angle that form does not cover (|angle| >=
+    2^20·π/2) takes Julia's full reduction for every position again."""
     posted(post)
-    rows = embeddings.shape[0]
-    for p in range(start, stop):
-        for i in range(theta.size):
-            s, c = sincos_f64(theta[i] * p)
-            embeddings[2 * i, p] = np.float32(s)
-            if 2 * i + 1 < rows:
-                embeddings[2 * i + 1, p] = np.float32(c)
+    pairs = embeddings.shape[0] // 2
+    for i in range(pairs):
+        sin_run, cos_run = embeddings[2 * i, start:stop], embeddings[2 * i + 1, start:stop]
+        if not _absolute_rows(theta[i], sin_run, cos_run, start, None):
+            _absolute_rows(theta[i], sin_run, cos_run, start, True)
+    if embeddings.shape[0] % 2:
+        last = embeddings[2 * pairs, start:stop]
+        if not _absolute_rows(theta[pairs], last, None, start, None):
+            _absolute_rows(theta[pairs], last, None, start, True)
 
 
 def absolute_table(theta: np.ndarray, embeddings: np.ndarray) -> None:

@@ -54,6 +54,20 @@ def test_table_matches_reference_within_one_ulp(size, length, base):
     assert not pe.embeddings.flags.writeable
 
 
+def test_table_beyond_the_branch_free_reduction():
+    """Angles from 2^20*pi/2 (about 1.65e6) on take Julia's Payne-Hanek
+    reduction, beyond ``sincos_f64_moderate``: the table's positions around
+    that bound are within 1 ULP of the float64 sin and cos, as the others."""
+    length = 1_700_000
+    pe = AbsolutePE(2, length)
+    positions = np.r_[0:100, 1_640_000:1_660_000, length - 100 : length]
+    angles = positions.astype(np.float64)
+    assert angles.max() > 2.0**20 * np.pi / 2 > angles.min()
+    for row, function in ((0, np.sin), (1, np.cos)):
+        expected = function(angles).astype(np.float32)
+        assert ulp_distance(pe.embeddings[row, positions], expected).max() <= 1
+
+
 def test_size_one_is_a_single_sin_row():
     pe = AbsolutePE(1, 4)
     np.testing.assert_allclose(

@@ -6,11 +6,21 @@ import math
 from dataclasses import dataclass
 from functools import partial
 
+import numba
 import numpy as np
 import pytest
 
-from positional_embeddings import AbsolutePE, RoPE, _direct, _kernels, _parallel, neg_half
+from positional_embeddings import (
+    AbsolutePE,
+    RoPE,
+    _direct,
+    _kernels,
+    _parallel,
+    compute_frequencies,
+    neg_half,
+)
 from positional_embeddings import rope as rope_module
+from positional_embeddings._julia_math import sincos_f64
 
 import reference
 from comparisons import (
@@ -139,12 +149,38 @@ def test_tables_match_reference(head_size, seq_len, base, scale, T):
     _assert_tables_match_reference(head_size, seq_len, base, scale, T)
 
 
-@pytest.mark.parametrize("T", [np.float32, np.float64])
-def test_tables_with_angles_beyond_the_branch_free_reduction(T):
-    """Positions whose pairs mix angles of 5e6 to 5e7 with angles of 5e8 and
-    more (Julia's Payne-Hanek reduction; beyond ``sincos_f32_moderate``):
-    every entry as in ``test_tables_match_reference``."""
-    _assert_tables_match_reference(8, 6, 10_000, 1e9, T)
+@pytest.mark.parametrize("T,scale", [(np.float32, 1e9), (np.float64, 1e6)])
+def test_tables_with_angles_beyond_the_branch_free_reduction(T, scale):
+    """Positions whose pairs mix angles that the branch-free forms cover
+    with angles Julia reduces with Payne-Hanek (float32: 5e6 to 5e7 with 5e8
+    and more, beyond ``sincos_f32_moderate``; float64: up to 5e5 with 2e6 and
+    more, beyond ``sincos_f64_moderate``): every entry as in
+    ``test_tables_match_reference``."""
+    _assert_tables_match_reference(8, 6, 10_000, scale, T)
+
+
+@numba.njit
+def _julia_sincos(angles, sin_out, cos_out):
+    for i in range(angles.size):
+        sin_out.flat[i], cos_out.flat[i] = sincos_f64(angles.flat[i])
+
+
+def test_float64_tables_across_the_branch_free_bound_are_julias_bit_for_bit():
+    """Float64 tables whose angles run from 0 to 2e7, across 2^20*pi/2 (about
+    1.65e6; beyond it Julia reduces with Payne-Hanek, and 1-3% of the sines
+    and cosines that ``sincos_f64_moderate`` would give there differ in the
+    last bit): every entry is ``sincos_f64`` (Julia's ``sin`` and ``cos``,
+    checked against Julia's recorded values) of its angle."""
+    head_size, seq_len, scale = 64, 2000, 1e4
+    rope = RoPE(head_size, seq_len, scale=scale, T=np.float64)
+    angles = compute_frequencies(head_size, seq_len) * scale
+    assert angles.max() > 10 * 2.0**20 * np.pi / 2 and (angles < 1e6).mean() > 0.5
+    sin, cos = np.empty_like(angles), np.empty_like(angles)
+    _julia_sincos(angles, sin, cos)
+    half = head_size // 2
+    for table, expected in ((rope.cos_cached, cos), (rope.sin_cached, sin)):
+        assert_bitwise_equal(table[:half], expected)
+        assert_bitwise_equal(table[half:], expected)
 
 
 def _assert_tables_match_reference(head_size, seq_len, base, scale, T):
