@@ -822,7 +822,9 @@ def _rem_pio2_f64_moderate(x: float) -> tuple[int, float, float]:
     z = fma(-fn2, _PIO2_1, x)
     hi2 = fma(-fn2, _PIO2_1T, z)
     lo2 = fma(-fn2, _PIO2_1T, z - hi2)
-    fn = np.rint(x * _TWO_OVER_PI)
+    # 0 where Julia does not reduce so, so that the conversion to an integer
+    # below never meets an infinite, NaN or out-of-range value
+    fn = np.rint(x * _TWO_OVER_PI) if xhp < _F64_MODERATE else 0.0
     r1 = fma(-fn, _PIO2_1, x)
     w1 = fn * _PIO2_1T
     y1 = r1 - w1
