@@ -34,7 +34,7 @@ import struct
 from pathlib import Path
 from typing import Any
 
-__all__ = ["COMPILED_SOURCES", "JIT", "JIT_INLINED"]
+__all__ = ["COMPILED_SOURCES", "JIT", "JIT_INLINED", "JIT_LLVM_INLINED"]
 
 COMPILED_SOURCES = ("_atomics.py", "_jit.py", "_julia_math.py", "_kernels.py", "_parallel.py")
 """The package's modules whose code (or compile options) Numba compiles:
@@ -233,3 +233,9 @@ JIT_INLINED: dict[str, Any] = {**JIT, "inline": "always"}
 caller, where LLVM's inliner would leave the larger ones as calls, and the
 caller's loops would then lose their vectorisation and hoisted overlap checks
 (measured: the RoPE loops 1.1-3x slower)."""
+
+JIT_LLVM_INLINED: dict[str, Any] = {**JIT, "forceinline": True}
+"""For large functions that many loops must inline to vectorise: compiled
+once, then pasted by LLVM into each caller (``alwaysinline``), where Numba's
+own pasting (``JIT_INLINED``) types and lowers the body again in every
+caller."""

@@ -42,7 +42,7 @@ from llvmlite import ir
 from numba.core import types
 from numba.extending import intrinsic
 
-from ._jit import JIT, JIT_INLINED
+from ._jit import JIT, JIT_LLVM_INLINED
 
 __all__ = [
     "f32_bits",
@@ -803,7 +803,7 @@ def _cody_waite_next(fn: float, r: float, part: float, tail: float) -> tuple[flo
     return r, w, r - w
 
 
-@numba.njit(**JIT_INLINED)
+@numba.njit(**JIT_LLVM_INLINED)
 def _rem_pio2_f64_moderate(x: float) -> tuple[int, float, float]:
     """``rem_pio2_kernel(::Float64)`` for ``moderate_f64(x)``: (n, y_hi, y_lo)
     with x = n·π/2 + y, without branches.
@@ -1003,16 +1003,16 @@ def moderate_f64(x: float) -> bool:
     return (_high_word(x) & 0x7FFFFFFF) < _F64_MODERATE
 
 
-@numba.njit(**JIT_INLINED)
+@numba.njit(**JIT_LLVM_INLINED)
 def sincos_f64_moderate(x: float) -> tuple[float, float]:
     """``sincos_f64`` for ``x`` where ``moderate_f64(x)``, without branches.
 
     No reduction below π/4 (``x`` itself and 1 below the tiny thresholds)
     and ``_rem_pio2_f64_moderate`` above are selects on computations made
-    for every ``x``, so a loop over many angles vectorises (pasted into its
-    caller: as a call, LLVM would not inline it, and the loop would not
-    vectorise).  A loop over angles took 10.3 ns an angle with branches and
-    1.9 ns without on the AMD EPYC (AVX-512) development machine; on two threads
+    for every ``x``, so a loop over many angles vectorises (LLVM is told to
+    paste it into each caller: left a call, the loop would not vectorise).
+    A loop over angles took 10.3 ns an angle with branches and 1.9 ns
+    without on the AMD EPYC (AVX-512) development machine; on two threads
     ``AbsolutePE(512, 65536)`` was built in 90 ms, now 24 ms, and float64
     ``RoPE(128, 131072)`` in 77 ms, now 17 ms.  Other ``x`` give values that
     need not be Julia's (NaN and infinities included), without undefined

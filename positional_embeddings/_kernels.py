@@ -39,7 +39,7 @@ from numba.core.imputils import impl_ret_borrowed
 from numba.extending import intrinsic, overload
 
 from . import _parallel
-from ._jit import JIT, JIT_INLINED
+from ._jit import JIT, JIT_INLINED, JIT_LLVM_INLINED
 from ._julia_math import (
     f32_bits,
     f32_from_bits,
@@ -1484,7 +1484,7 @@ def _ov_sincos_in(angle, table):  # type: ignore[no-untyped-def]
     return lambda angle, table: sincos_f64(angle)
 
 
-@numba.njit(**JIT_INLINED)
+@numba.njit(**JIT_LLVM_INLINED)
 def _sincos_f64_covered(angle):  # type: ignore[no-untyped-def]
     """``sincos_f64_moderate`` of ``angle`` and whether it covers the angle."""
     s, c = sincos_f64_moderate(angle)
@@ -1571,72 +1571,37 @@ def rope_tables(
     run_ranges(_rope_tables, cos.shape[1], cost, theta, scale, cos, sin, pairing)
 
 
-def _absolute_sincos(angle, exact):  # type: ignore[no-untyped-def]
-    """``(sin, cos, covered)`` of ``angle`` for AbsolutePE's table: with
-    ``exact`` None, ``sincos_f64_moderate`` and whether it covers the angle;
-    otherwise ``sincos_f64`` (Julia's full reduction) and True."""
-
-
-@overload(_absolute_sincos, jit_options=JIT, inline="always")
-def _ov_absolute_sincos(angle, exact):  # type: ignore[no-untyped-def]
-    if isinstance(exact, types.NoneType):
-        return lambda angle, exact: _sincos_f64_covered(angle)
-
-    def full(angle, exact):  # type: ignore[no-untyped-def]
-        s, c = sincos_f64(angle)
-        return s, c, True
-
-    return full
-
-
-def _store_at(run, k, value):  # type: ignore[no-untyped-def]
-    """``run[k] = value``; nothing for ``run`` None."""
-
-
-@overload(_store_at, jit_options=JIT, inline="always")
-def _ov_store_at(run, k, value):  # type: ignore[no-untyped-def]
-    if isinstance(run, types.NoneType):
-        return lambda run, k, value: None
-
-    def store(run, k, value):  # type: ignore[no-untyped-def]
-        run[k] = value
-
-    return store
-
-
 @numba.njit(**JIT)
-def _absolute_rows(frequency, sin_run, cos_run, first, exact):  # type: ignore[no-untyped-def]
+def _absolute_rows(frequency, sin_run, cos_run, first):  # type: ignore[no-untyped-def]
     """Positions ``first, first + 1, ...`` of one frequency's rows of
     AbsolutePE's table, into runs of those rows: ``Float32(sin(frequency *
-    p))`` and ``Float32(cos(...))`` (no cos run, None, for the last row of an
-    odd embedding), by ``_absolute_sincos`` with ``exact``.  Indexed from 0,
-    so that the compiler sees no negative index and vectorises the loop.
-    Returns whether every angle was covered."""
+    p))`` and ``Float32(cos(...))``.  The branch-free sin and cos first,
+    which vectorise (indexed from 0, so that the compiler sees no negative
+    index); if an angle lies beyond them (|angle| >= 2^20·π/2), Julia's full
+    reduction for the whole run again."""
     covered = True
     for k in range(sin_run.shape[0]):
-        s, c, ok = _absolute_sincos(frequency * (first + k), exact)
+        s, c, ok = _sincos_f64_covered(frequency * (first + k))
         covered &= ok
-        sin_run[k] = np.float32(s)
-        _store_at(cos_run, k, np.float32(c))
-    return covered
+        sin_run[k], cos_run[k] = np.float32(s), np.float32(c)
+    if not covered:
+        for k in range(sin_run.shape[0]):
+            s, c = sincos_f64(frequency * (first + k))
+            sin_run[k], cos_run[k] = np.float32(s), np.float32(c)
 
 
 @numba.njit(**JIT)
 def _absolute_table(theta, embeddings, start, stop, post):  # type: ignore[no-untyped-def]
     """Positions ``start .. stop`` of AbsolutePE's table (``absolute_table``),
-    row by row: the branch-free sin and cos first, which vectorise along the
-    row; a row with an angle that form does not cover (|angle| >=
-    2^20·π/2) takes Julia's full reduction for every position again."""
+    along its rows, pair of rows by pair of rows (``_absolute_rows``)."""
     posted(post)
     pairs = embeddings.shape[0] // 2
     for i in range(pairs):
         sin_run, cos_run = embeddings[2 * i, start:stop], embeddings[2 * i + 1, start:stop]
-        if not _absolute_rows(theta[i], sin_run, cos_run, start, None):
-            _absolute_rows(theta[i], sin_run, cos_run, start, True)
-    if embeddings.shape[0] % 2:
+        _absolute_rows(theta[i], sin_run, cos_run, start)
+    if embeddings.shape[0] % 2:  # a size of 1: one sin row, its cos values dropped
         last = embeddings[2 * pairs, start:stop]
-        if not _absolute_rows(theta[pairs], last, None, start, None):
-            _absolute_rows(theta[pairs], last, None, start, True)
+        _absolute_rows(theta[pairs], last, np.empty_like(last), start)
 
 
 def absolute_table(theta: np.ndarray, embeddings: np.ndarray) -> None:
