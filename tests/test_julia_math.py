@@ -155,21 +155,16 @@ def _julia_cody_waite_ext(x, xhp):
     y1 = r - w
     i = j - ((_high_word(y1) >> 20) & 0x7FF)
     constants = 1
-    if i > 16:
+    for (part, tail), needed in (((pio2_2, pio2_2t), 16), ((pio2_3, pio2_3t), 49)):
+        if i <= needed:  # Julia: "if i>16 # 2nd iteration needed", then "if i>49"
+            break
         t = r
-        w = fn * pio2_2
+        w = fn * part
         r = t - w
-        w = fma(fn, pio2_2t, -((t - r) - w))
+        w = fma(fn, tail, -((t - r) - w))
         y1 = r - w
         i = j - ((_high_word(y1) >> 20) & 0x7FF)
-        constants = 2
-        if i > 49:
-            t = r
-            w = fn * pio2_3
-            r = t - w
-            w = fma(fn, pio2_3t, -((t - r) - w))
-            y1 = r - w
-            constants = 3
+        constants += 1
     return np.int64(fn), y1, (r - y1) - w, constants
 
 
