@@ -36,7 +36,14 @@ from typing import Any
 
 __all__ = ["COMPILED_SOURCES", "JIT", "JIT_INLINED", "JIT_LLVM_INLINED"]
 
-COMPILED_SOURCES = ("_atomics.py", "_jit.py", "_julia_math.py", "_kernels.py", "_parallel.py")
+COMPILED_SOURCES = (
+    "_atomics.py",
+    "_binary16.py",
+    "_jit.py",
+    "_julia_math.py",
+    "_kernels.py",
+    "_parallel.py",
+)
 """The package's modules whose code (or compile options) Numba compiles:
 a cached function is only as current as all of them."""
 

@@ -39,10 +39,9 @@ from numba.core.imputils import impl_ret_borrowed
 from numba.extending import intrinsic, overload
 
 from . import _parallel
+from ._binary16 import f16_bits_to_f32, f32_to_f16_bits, f64_to_f16_bits, round_f16
 from ._jit import JIT, JIT_INLINED, JIT_LLVM_INLINED
 from ._julia_math import (
-    f32_bits,
-    f32_from_bits,
     moderate_f32,
     moderate_f64,
     pow_f64,
@@ -76,72 +75,6 @@ __all__ = [
 _SINCOS_COST = 256
 """One sin/cos evaluation, in bytes of memory traffic that take as long (for
 ``run_ranges``'s threshold): ~20 ns against ~12 GB/s."""
-
-
-@numba.njit(**JIT)
-def f16_bits_to_f32(bits: int) -> float:
-    """Decode IEEE binary16 bits into the (exactly equal) float32."""
-    h = np.uint32(bits)
-    sign = (h & np.uint32(0x8000)) << np.uint32(16)
-    exponent = (h >> np.uint32(10)) & np.uint32(0x1F)
-    mantissa = h & np.uint32(0x3FF)
-    if exponent == 0x1F:
-        return f32_from_bits(sign | np.uint32(0x7F800000) | (mantissa << np.uint32(13)))
-    if exponent == 0:
-        magnitude = np.float32(mantissa) * np.float32(2.0**-24)
-        return -magnitude if sign else magnitude
-    return f32_from_bits(
-        sign | ((exponent + np.uint32(112)) << np.uint32(23)) | (mantissa << np.uint32(13))
-    )
-
-
-@numba.njit(**JIT)
-def f32_to_f16_bits(value: float) -> int:
-    """Round a float32 to the nearest binary16 (ties to even); return its bits."""
-    u = f32_bits(np.float32(value))
-    sign = np.uint16((u >> np.uint32(16)) & np.uint32(0x8000))
-    a = u & np.uint32(0x7FFFFFFF)
-    if a >= 0x7F800000:  # Inf or NaN (NaN stays quiet)
-        return sign | np.uint16(0x7C00 | (0x200 if a > 0x7F800000 else 0))
-    if a >= 0x477FF000:  # 65520 and above round to Inf
-        return sign | np.uint16(0x7C00)
-    if a >= 0x38800000:  # a normal binary16 (2**-14 and above)
-        h = (a - np.uint32(0x38000000)) >> np.uint32(13)
-        rest = a & np.uint32(0x1FFF)
-        if rest > 0x1000 or (rest == 0x1000 and (h & 1)):
-            h += 1
-        return sign | np.uint16(h)
-    if a < 0x33000000:  # below 2**-25: rounds to zero
-        return sign
-    shift = np.uint32(126) - (a >> np.uint32(23))
-    mantissa = (a & np.uint32(0x7FFFFF)) | np.uint32(0x800000)
-    h = mantissa >> shift
-    rest = mantissa & ((np.uint32(1) << shift) - np.uint32(1))
-    half = np.uint32(1) << (shift - np.uint32(1))
-    if rest > half or (rest == half and (h & 1)):
-        h += 1
-    return sign | np.uint16(h)
-
-
-@numba.njit(**JIT)
-def f64_to_f16_bits(value: float) -> int:
-    """Round a float64 to the nearest binary16 (ties to even), in one rounding.
-
-    Julia's ``Float16(::Float64)``.  Going through float32 could round twice;
-    rounding to float32 "to odd" first keeps the second rounding exact.
-    """
-    single = np.float32(value)
-    if math.isfinite(value) and np.float64(single) != value:
-        if abs(np.float64(single)) > abs(value):  # RNE went away from zero: truncate
-            single = f32_from_bits(f32_bits(single) - np.uint32(1))
-        single = f32_from_bits(f32_bits(single) | np.uint32(1))
-    return f32_to_f16_bits(single)
-
-
-@numba.njit(**JIT)
-def _round_f16(value: float) -> float:
-    """A float32 rounded to the nearest binary16 value, kept as float32."""
-    return f16_bits_to_f32(f32_to_f16_bits(value))
 
 
 def _load(value):  # type: ignore[no-untyped-def]
@@ -191,7 +124,7 @@ def _cvt(value, out):  # type: ignore[no-untyped-def]
 @overload(_cvt, jit_options=JIT)
 def _ov_cvt(value, out):  # type: ignore[no-untyped-def]
     if out.dtype == types.uint16:
-        return lambda value, out: _round_f16(np.float32(value))
+        return lambda value, out: round_f16(np.float32(value))
     if out.dtype == types.float32:
         return lambda value, out: np.float32(value)
     return lambda value, out: np.float64(value)
@@ -204,7 +137,7 @@ def _rnd(value, out):  # type: ignore[no-untyped-def]
 @overload(_rnd, jit_options=JIT)
 def _ov_rnd(value, out):  # type: ignore[no-untyped-def]
     if out.dtype == types.uint16:
-        return lambda value, out: _round_f16(value)
+        return lambda value, out: round_f16(value)
     return lambda value, out: value
 
 

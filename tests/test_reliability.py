@@ -198,16 +198,16 @@ def test_damaged_cache_directory(tmp_path):
 
 DISPATCHERS = """
 import numba
-from positional_embeddings import _julia_math, _kernels
+from positional_embeddings import _binary16, _julia_math, _kernels
 dispatchers = {
     name: value
-    for module in (_kernels, _julia_math)
+    for module in (_binary16, _kernels, _julia_math)
     for name, value in vars(module).items()
     if isinstance(value, numba.core.dispatcher.Dispatcher)
 }
 """
-"""Script lines that bind ``dispatchers``: the compiled functions of ``_kernels`` and
-``_julia_math``, by name."""
+"""Script lines that bind ``dispatchers``: the compiled functions of ``_binary16``,
+``_kernels`` and ``_julia_math``, by name."""
 
 CACHE_MISSES = "sum(sum(d.stats.cache_misses.values()) for d in dispatchers.values())"
 """After ``DISPATCHERS``: how many compilations the cache did not spare."""
@@ -445,6 +445,42 @@ def test_read_only_install_without_writable_cache():
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == _smoke_answer().split()
     assert "Error" not in result.stderr and "Warning" not in result.stderr
+
+
+# --- CPUs ----------------------------------------------------------------------------
+
+FLOAT16 = """
+import hashlib
+import numpy as np
+from positional_embeddings import AbsolutePE, RoPE, _binary16
+rng = np.random.default_rng(5)
+x = rng.standard_normal((32, 50, 6)) * np.exp2(rng.integers(-30, 14, (32, 50, 6)))
+x = x.astype(np.float16)
+x.flat[:4] = [np.nan, -np.inf, np.float16(6e-8), -0.0]
+rope = RoPE(32, 64, T=np.float16, scale=3.5)
+results = [rope.cos_cached, rope.sin_cached, rope(x), rope(np.ascontiguousarray(x)),
+           rope(x.astype(np.float32)), RoPE(32, 64)(x), AbsolutePE(32, 64)(x.transpose(1, 0, 2))]
+print(_binary16.NATIVE_BINARY16)
+for result in results:
+    print(result.dtype, hashlib.sha256(result.tobytes()).hexdigest())
+"""
+"""A script: float16 tables and float16 inputs (NaN, Inf, a subnormal, -0)
+through every float16 path, a hash of each result."""
+
+
+def test_float16_without_f16c_gives_the_same_bits(tmp_path):
+    """Where Numba compiles for a CPU without F16C (here: its portable
+    ``NUMBA_CPU_NAME=generic`` target), the float16 conversions are integer
+    code, not LLVM's ``half`` conversions (which would need a library
+    function Numba cannot link), and every result is the same bits."""
+    native = run_python(FLOAT16, {"NUMBA_CACHE_DIR": str(tmp_path / "host")})
+    generic = run_python(
+        FLOAT16, {"NUMBA_CACHE_DIR": str(tmp_path / "generic"), "NUMBA_CPU_NAME": "generic"}
+    )
+    for run in (native, generic):
+        assert run.returncode == 0, run.stderr
+    assert generic.stdout.split()[0] == "False"
+    assert generic.stdout.split()[1:] == native.stdout.split()[1:]
 
 
 # --- import --------------------------------------------------------------------------
