@@ -1425,30 +1425,33 @@ def _sincos_f64_covered(angle):  # type: ignore[no-untyped-def]
 
 
 def _sincos_moderate_in(angle, table):  # type: ignore[no-untyped-def]
-    """``_sincos_in`` without branches where it has a branch-free form (float32
-    tables: ``sincos_f32_moderate``, float64: ``sincos_f64_moderate``), as
-    ``(sin, cos, covered)``: ``covered`` is False for an angle that form does
-    not cover (``_sincos_in`` then gives its sin and cos)."""
+    """``_sincos_in`` in its branch-free form (float64 tables:
+    ``sincos_f64_moderate``; float32 and float16: ``sincos_f32_moderate`` on
+    the angle in the table's type), as ``(sin, cos, covered)``: ``covered``
+    is False for an angle that form does not cover (``_sincos_in`` then
+    gives its sin and cos)."""
 
 
 @overload(_sincos_moderate_in, jit_options=JIT, inline="always")
 def _ov_sincos_moderate_in(angle, table):  # type: ignore[no-untyped-def]
+    if table.dtype == types.float64:
+        return lambda angle, table: _sincos_f64_covered(angle)
     if table.dtype == types.float32:
 
-        def moderate(angle, table):  # type: ignore[no-untyped-def]
+        def single_precision(angle, table):  # type: ignore[no-untyped-def]
             x = np.float32(angle)
             s, c = sincos_f32_moderate(x)
             return s, c, moderate_f32(x)
 
-        return moderate
-    if table.dtype == types.float64:
-        return lambda angle, table: _sincos_f64_covered(angle)
+        return single_precision
 
-    def exact(angle, table):  # type: ignore[no-untyped-def]
-        s, c = _sincos_in(angle, table)
-        return s, c, True
+    def half_precision(angle, table):  # type: ignore[no-untyped-def]
+        # Julia: Float16(sin(Float32(x))) on the Float16-rounded angle.
+        x = f16_bits_to_f32(f64_to_f16_bits(angle))
+        s, c = sincos_f32_moderate(x)
+        return f32_to_f16_bits(s), f32_to_f16_bits(c), moderate_f32(x)
 
-    return exact
+    return half_precision
 
 
 @numba.njit(**JIT_INLINED)
@@ -1464,9 +1467,9 @@ def _put_pair(cos, sin, h1, h2, p, c, s):  # type: ignore[no-untyped-def]
 def _rope_tables(theta, scale, cos, sin, pairing, start, stop, post):  # type: ignore[no-untyped-def]
     """Positions ``start .. stop`` of RoPE's tables (``rope_tables``).  Each
     position's pairs first take the branch-free sin and cos, which vectorises
-    over the pairs; a position with an angle that form does not cover (float32
-    tables: |angle| >= Float32(π·2^27)) takes Julia's full reduction for
-    every pair again."""
+    over the pairs; a position with an angle that form does not cover
+    (float32 and float16 tables: |angle| >= Float32(π·2^27), float64:
+    |angle| >= 2^20·π/2) takes Julia's full reduction for every pair again."""
     posted(post)
     head = cos.shape[0]
     half = head // 2

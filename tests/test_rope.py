@@ -160,6 +160,28 @@ def test_tables_with_angles_beyond_the_branch_free_reduction(T, scale):
 
 
 @numba.njit
+def _table_forms(angles, table, moderate, covered, exact):
+    for k in range(angles.size):
+        moderate[k, 0], moderate[k, 1], covered[k] = _kernels._sincos_moderate_in(angles[k], table)
+        exact[k, 0], exact[k, 1] = _kernels._sincos_in(angles[k], table)
+
+
+def test_float16_tables_branch_free_on_every_float16_angle():
+    """Float16 tables take the float32 branch-free sin and cos on the
+    Float16 angle: for every float16 value as an angle (and angles that
+    round to them), the same bits as Julia's full reduction, and covered."""
+    every = np.arange(1 << 16, dtype=np.uint16).view(np.float16)
+    finite = every[np.isfinite(every)].astype(np.float64)
+    angles = np.concatenate([finite, finite * (1 + 2.0**-13), finite * (1 - 2.0**-12)])
+    table = np.empty((1, 1), np.uint16)
+    moderate, exact = np.empty((2, angles.size, 2), np.uint16)
+    covered = np.empty(angles.size, np.bool_)
+    _table_forms(angles, table, moderate, covered, exact)
+    assert np.array_equal(moderate, exact)
+    assert covered.all()
+
+
+@numba.njit
 def _julia_sincos(angles, sin_out, cos_out):
     for i in range(angles.size):
         sin_out.flat[i], cos_out.flat[i] = sincos_f64(angles.flat[i])
