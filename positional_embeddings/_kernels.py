@@ -69,6 +69,7 @@ __all__ = [
     "rope_forward",
     "rope_tables",
     "t5_bucket",
+    "widened_f16",
 ]
 
 
@@ -1505,6 +1506,24 @@ def rope_tables(
     """
     cost = theta.size * cos.shape[1] * _SINCOS_COST
     run_ranges(_rope_tables, cos.shape[1], cost, theta, scale, cos, sin, pairing)
+
+
+@numba.njit(**JIT)
+def _widened_f16(bits, out, start, stop, post):  # type: ignore[no-untyped-def]
+    """Columns ``start .. stop`` of ``widened_f16``."""
+    posted(post)
+    for j in range(start, stop):
+        for i in range(bits.shape[0]):
+            out[i, j] = f16_bits_to_f32(bits[i, j])
+
+
+def widened_f16(table: np.ndarray) -> np.ndarray:
+    """A 2-D float16 ``table`` as an F-ordered float32 array (exact), as
+    ``table.astype(np.float32, order="F")`` but compiled, and on two threads
+    for a large table."""
+    out = np.empty(table.shape, np.float32, order="F")
+    run_ranges(_widened_f16, table.shape[1], table.nbytes + out.nbytes, table.view(np.uint16), out)
+    return out
 
 
 @numba.njit(**JIT)

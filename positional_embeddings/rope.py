@@ -20,7 +20,14 @@ from ._checks import (
     resolve_positions,
 )
 from ._direct import DirectCalls
-from ._kernels import exchanged, packed_tables, rope_direct, rope_forward, rope_tables
+from ._kernels import (
+    exchanged,
+    packed_tables,
+    rope_direct,
+    rope_forward,
+    rope_tables,
+    widened_f16,
+)
 from ._views import grown_copy, read_only, run_forward
 from .frequencies import frequency_bands
 
@@ -244,7 +251,7 @@ class RoPE:
         self._pairing = _pairing(head_size, interleaved)
         # Kernels read float16 tables as exact float32 copies.
         self._kernel_tables = tuple(
-            table.astype(np.float32) if table.dtype == np.float16 else table for table in (cos, sin)
+            widened_f16(table) if table.dtype == np.float16 else table for table in (cos, sin)
         )
         if interleaved:
             # Adjacent partner rows: reading both makes one vector load that the

@@ -7,7 +7,7 @@ import numba
 import numpy as np
 import pytest
 
-from positional_embeddings import _binary16
+from positional_embeddings import _binary16, _parallel
 from positional_embeddings._binary16 import (
     NATIVE_BINARY16,
     _fpext_half,
@@ -20,6 +20,7 @@ from positional_embeddings._binary16 import (
     round_f16,
 )
 from positional_embeddings._julia_math import f32_from_bits
+from positional_embeddings._kernels import widened_f16
 
 needs_native = pytest.mark.skipif(
     not NATIVE_BINARY16, reason="Numba does not compile for x86-64 with F16C here"
@@ -211,3 +212,15 @@ def test_without_numba_features_the_choice_follows_the_host(monkeypatch):
     assert _binary16._native_binary16()
     monkeypatch.setattr(_binary16.binding, "get_host_cpu_features", lambda: Host("+avx,-f16c"))
     assert not _binary16._native_binary16()
+
+
+def test_widened_tables_hold_every_float16_exactly(monkeypatch):
+    """``widened_f16`` (RoPE's float32 copies of float16 tables), on one
+    thread and split over two, with every binary16 value in the table."""
+    table = np.arange(1 << 16, dtype=np.uint16).view(np.float16).reshape(256, 256, order="F")
+    expected = decoded(f16_bits_to_f32_software).reshape(256, 256, order="F")
+    for per_thread in (1 << 40, 1024):
+        monkeypatch.setattr(_parallel, "MIN_BYTES_PER_THREAD", per_thread)
+        wide = widened_f16(table[:, ::-1])
+        assert wide.flags.f_contiguous and wide.dtype == np.float32
+        assert np.array_equal(wide.view(np.uint32), expected[:, ::-1].view(np.uint32))
