@@ -409,12 +409,16 @@ def stored_layout(
     return _measure("layouts", case, x, "", contenders, floor, settings)
 
 
-def table_construction(settings: Settings, kind: str, size: int, length: int) -> Row:
-    """``RoPE(size, length)`` or ``AbsolutePE(size, length)`` against numpy's tables."""
+def table_construction(
+    settings: Settings, kind: str, size: int, length: int, dtype: Any = np.float32
+) -> Row:
+    """``RoPE(size, length, T=dtype)`` or ``AbsolutePE(size, length)`` (float32)
+    against numpy's tables."""
     build: Callable[[], object]
     formula: Callable[[], object]
     if kind == "RoPE":
-        build, formula = partial(RoPE, size, length), partial(rope_tables_numpy, size, length)
+        build = partial(RoPE, size, length, T=dtype)
+        formula = partial(rope_tables_numpy, size, length, dtype=dtype)
     else:
         build = partial(AbsolutePE, size, length)
         formula = partial(absolute_table_numpy, size, length)
@@ -424,7 +428,7 @@ def table_construction(settings: Settings, kind: str, size: int, length: int) ->
         case=f"{kind}({size}, {length})",
         shape=(size, length),
         order="",
-        dtype="float32",
+        dtype=np.dtype(dtype).name,
         seconds=times["ours"],
         numpy_seconds=times["numpy"],
     )
@@ -476,8 +480,9 @@ def cold_start(settings: Settings, warm: bool) -> Row:
 def all_cases(quick: bool) -> list[Case]:
     """Every row of the table, in order; ``quick`` shrinks every size for a smoke run.
 
-    The full sizes: LLaMA-like ``(128, 4096, 32)`` and ``(64, 2048, 256)``,
-    the Julia docs' ``(64, 100, 256)``, a large ``(128, 2048, 128)`` (128 MB
+    The full sizes: LLaMA-like ``(128, 4096, 32)`` (float32, and float16
+    with float16 tables) and ``(64, 2048, 256)``, the Julia docs' ``(64,
+    100, 256)``, a large ``(128, 2048, 128)`` (128 MB
     in float32, 256 MB in float64), an in-cache ``(128, 512, 32)``, the
     decoding step ``(128, 1, 32)`` (and as a 4-D view ``(128, 1, 8, 4)``, with
     a chunk of 8 positions ``(128, 8, 8, 4)`` in the same layout, and a
@@ -488,8 +493,11 @@ def all_cases(quick: bool) -> list[Case]:
     step ``(1, 512, 32)`` (and batch-first, ``(32, 1, 512)``), AbsolutePE
     batch-first ``(32, 256, 512)`` and RoPE on one batch column ``(128,
     4096, 1)``, RoPE ``(128, 4096, 32)`` stored as (seq, heads, head) and
-    AbsolutePE ``(4096, 512, 16)`` stored as (seq, batch, features).  Without ``quick``, the
-    cold start also runs with an empty cache (compiling everything).
+    AbsolutePE ``(4096, 512, 16)`` stored as (seq, batch, features), the
+    tables of ``RoPE(128, 131072)``, ``RoPE(128, 65504, T=float16)`` (the
+    longest float16 positions) and ``AbsolutePE(512, 8192)``.  Without
+    ``quick``, the cold start also runs with an empty cache (compiling
+    everything).
     """
 
     def size(full: tuple[int, ...], small: tuple[int, ...]) -> tuple[int, ...]:
@@ -498,6 +506,7 @@ def all_cases(quick: bool) -> list[Case]:
     large = size((128, 2048, 128), (128, 32, 8))
     rope_rows: list[tuple[str, tuple[int, ...], Any]] = [
         ("rope", size((128, 4096, 32), (128, 64, 4)), np.float32),
+        ("rope", size((128, 4096, 32), (128, 64, 4)), np.float16),
         ("rope", size((64, 2048, 256), (64, 32, 16)), np.float32),
         ("rope", size((64, 100, 256), (64, 10, 16)), np.float32),
         ("rope", large, np.float32),
@@ -559,6 +568,18 @@ def all_cases(quick: bool) -> list[Case]:
     rope_length, absolute_length = (1024, 64) if quick else (131_072, 8192)
     cases.append(
         Case("tables", partial(table_construction, kind="RoPE", size=128, length=rope_length))
+    )
+    cases.append(
+        Case(
+            "tables",
+            partial(
+                table_construction,
+                kind="RoPE",
+                size=128,
+                length=1024 if quick else 65_504,
+                dtype=np.float16,
+            ),
+        )
     )
     cases.append(
         Case(
