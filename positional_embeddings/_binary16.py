@@ -6,11 +6,12 @@ and the loops convert element by element: ``f16_bits_to_f32`` (exact),
 even, in one rounding), ``round_f16`` (a float32 rounded to float16).
 
 On a target that converts in hardware (``NATIVE_BINARY16``: x86-64 with
-F16C), they are LLVM's ``fpext``/``fptrunc`` to and from ``half``, which
-vectorise.  Elsewhere they are integer code with the same results, NaNs
-included: a NaN comes out quiet, with its sign and the leading bits of its
-payload, as F16C's ``vcvtph2ps``/``vcvtps2ph`` and Julia's own software
-conversions (``runtime_intrinsics.c``) give them.  LLVM lowers a ``half``
+F16C, 64-bit Arm), they are LLVM's ``fpext``/``fptrunc`` to and from
+``half``, which vectorise.  Elsewhere they are integer code with the same
+results, NaNs included: a NaN comes out quiet, with its sign and the
+leading bits of its payload, as F16C's ``vcvtph2ps``/``vcvtps2ph``, Arm's
+``fcvt`` and Julia's own software conversions (``runtime_intrinsics.c``)
+give them.  LLVM lowers a ``half``
 conversion on a target without those instructions to a library call that
 Numba's linker does not have, so the choice is made before compiling, from
 the features Numba compiles for (``NUMBA_CPU_FEATURES``, or the host's);
@@ -43,10 +44,18 @@ __all__ = [
 ]
 
 
+_ARM64 = ("aarch64", "arm64")
+"""LLVM's names of 64-bit Arm in target triples (Linux, macOS)."""
+
+
 def _native_binary16() -> bool:
-    """Whether Numba compiles for x86-64 with F16C (the last ``+f16c`` or
-    ``-f16c`` of ``NUMBA_CPU_FEATURES`` decides, or else the host's)."""
-    if not binding.get_process_triple().startswith("x86_64"):
+    """Whether Numba compiles for 64-bit Arm (whose base instruction set
+    converts binary16) or x86-64 with F16C (the last ``+f16c`` or ``-f16c``
+    of ``NUMBA_CPU_FEATURES`` decides, or else the host's)."""
+    architecture = binding.get_process_triple().split("-")[0]
+    if architecture in _ARM64:
+        return True
+    if architecture != "x86_64":
         return False
     features = getattr(config, "CPU_FEATURES", None)  # set by Numba's reading of its variables
     if features is None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 import pytest
+from llvmlite import binding
 
 from positional_embeddings import _binary16, _parallel
 from positional_embeddings._binary16 import (
@@ -189,7 +190,10 @@ def test_float64_nans_keep_sign_and_leading_payload():
         ("x86_64-unknown-linux-gnu", "-f16c,+f16c", True),
         ("x86_64-unknown-linux-gnu", "", False),
         ("x86_64-unknown-linux-gnu", "+f16cx", False),
-        ("aarch64-unknown-linux-gnu", "+f16c", False),
+        ("aarch64-unknown-linux-gnu", "", True),
+        ("arm64-apple-darwin23.0.0", "", True),
+        ("powerpc64le-unknown-linux-gnu", "+f16c", False),
+        ("i686-pc-linux-gnu", "+f16c", False),
     ],
 )
 def test_the_choice_follows_the_features_numba_compiles_for(monkeypatch, triple, features, native):
@@ -224,3 +228,52 @@ def test_widened_tables_hold_every_float16_exactly(monkeypatch):
         wide = widened_f16(table[:, ::-1])
         assert wide.flags.f_contiguous and wide.dtype == np.float32
         assert np.array_equal(wide.view(np.uint32), expected[:, ::-1].view(np.uint32))
+
+
+HALF_CONVERSIONS = """
+define i16 @encode(float %x) {
+  %h = fptrunc float %x to half
+  %b = bitcast half %h to i16
+  ret i16 %b
+}
+define float @decode(i16 %b) {
+  %h = bitcast i16 %b to half
+  %f = fpext half %h to float
+  ret float %f
+}
+"""
+
+
+@pytest.mark.parametrize(
+    ("triple", "features"),
+    [
+        ("x86_64-unknown-linux-gnu", "+f16c"),
+        ("x86_64-unknown-linux-gnu", ""),
+        ("aarch64-unknown-linux-gnu", ""),
+        ("powerpc64le-unknown-linux-gnu", ""),
+    ],
+)
+def test_the_hardware_form_is_chosen_only_where_llvm_makes_it_instructions(
+    monkeypatch, triple, features
+):
+    """LLVM's ``half`` conversions, compiled for each kind of target: a
+    target ``_native_binary16`` accepts gets instructions, no call; the
+    others get calls of library functions (which Numba's linker lacks)."""
+    binding.initialize_all_targets()
+    binding.initialize_all_asmprinters()
+    try:
+        target = binding.Target.from_triple(triple)
+    except RuntimeError as error:
+        pytest.skip(f"this LLVM has no {triple} target: {error}")
+    module = binding.parse_assembly(HALF_CONVERSIONS)
+    module.triple = triple
+    assembly = target.create_target_machine(features=features).emit_assembly(module)
+    calls = [
+        line for line in assembly.splitlines() if line.split()[:1] in (["call"], ["callq"], ["bl"])
+    ]
+    monkeypatch.setattr(_binary16.binding, "get_process_triple", lambda: triple)
+    monkeypatch.setattr(_binary16.config, "CPU_FEATURES", features)
+    if _binary16._native_binary16():
+        assert not calls, assembly
+    else:
+        assert calls, assembly
