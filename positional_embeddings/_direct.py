@@ -9,7 +9,17 @@ import numpy as np
 
 from ._kernels import Direct, ids_within
 from ._parallel import NO_POST
-from ._views import may_share, may_share_memory, merged, merging, on_views
+from ._views import (
+    HALF,
+    kernel_input,
+    kernel_output,
+    may_share,
+    may_share_memory,
+    merged,
+    merging,
+    on_kernel_types,
+    on_views,
+)
 
 __all__ = ["IN_PLACE", "NEW", "DirectCalls"]
 
@@ -127,9 +137,10 @@ class DirectCalls:
         """After a checked call of ``x`` into ``out`` (``x`` itself in place;
         ``new``: an output the call made), keep the loop ``find`` gives for
         the arrays the loop is handed: 3-D views of ``x`` and of ``out``
-        (None in place).  ``last`` is the largest offset the layer's tables
-        cover for this sequence length; the record covers less where the
-        loop reads a copy of the tables' first positions only (``Direct``).
+        (None in place), float16 in the kernels' storage types.  ``last``
+        is the largest offset the layer's tables cover for this sequence
+        length; the record covers less where the loop reads a copy of the
+        tables' first positions only (``Direct``).
         ``ids``, if given, are the position ids the call read (native
         ``intp``, one per position): the record is then for ids of their
         shape and layout.
@@ -192,10 +203,12 @@ class DirectCalls:
         found_views = merged(*views[: 1 if in_place else 2]) if x.ndim > 3 else None
         if found_views is not None:
             views, merge = found_views
-        found = find(views[0], None if in_place else views[1])
+        found = find(kernel_input(views[0]), None if in_place else kernel_output(views[1]))
         if found is None:
             return None
         entry, args, length, covered = found
+        if HALF in (x.dtype, out.dtype):  # the entry takes float16 as the kernels store it
+            entry = on_kernel_types(entry)
         if merge is not None:
             # Views, never copies: the record is only for arrays laid out as
             # those whose views ``merged`` found.

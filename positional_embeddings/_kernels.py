@@ -312,7 +312,8 @@ def _ov_window_index(positions, s):  # type: ignore[no-untyped-def]
 
 
 def _written(x, out):  # type: ignore[no-untyped-def]
-    """The array a loop writes: ``out``, or ``x`` itself when ``out`` is None.
+    """The array a loop writes: ``out``, or ``x`` itself when ``out`` is None
+    (float16 ``x``: its bits, ``_in_place``).
 
     In place, callers pass None rather than ``x`` twice: the compiled loop
     then sees one array, and the compiler can tell that each iteration only
@@ -325,8 +326,21 @@ def _written(x, out):  # type: ignore[no-untyped-def]
 @overload(_written, jit_options=JIT)
 def _ov_written(x, out):  # type: ignore[no-untyped-def]
     if isinstance(out, types.NoneType):
-        return lambda x, out: x
+        return lambda x, out: _in_place(x)
     return lambda x, out: out
+
+
+def _in_place(x):  # type: ignore[no-untyped-def]
+    """``x`` as the array a loop rewrites in place: ``x`` itself, or for
+    float16 records, a uint16 view of their bits (the output's storage
+    type), which the compiler sees as the same memory as ``x``."""
+
+
+@overload(_in_place, jit_options=JIT, inline="always")
+def _ov_in_place(x):  # type: ignore[no-untyped-def]
+    if isinstance(x.dtype, types.Record):
+        return lambda x: x.view(np.uint16)
+    return lambda x: x
 
 
 def _written_column(column, out, s, b):  # type: ignore[no-untyped-def]
@@ -337,7 +351,7 @@ def _written_column(column, out, s, b):  # type: ignore[no-untyped-def]
 @overload(_written_column, jit_options=JIT, inline="always")
 def _ov_written_column(column, out, s, b):  # type: ignore[no-untyped-def]
     if isinstance(out, types.NoneType):
-        return lambda column, out, s, b: column
+        return lambda column, out, s, b: _in_place(column)
     return lambda column, out, s, b: out[:, s, b]
 
 

@@ -16,12 +16,16 @@ import numpy as np
 
 __all__ = [
     "F16_RECORD",
+    "HALF",
     "collapsed",
     "grown_copy",
+    "kernel_input",
+    "kernel_output",
     "may_share",
     "may_share_memory",
     "merged",
     "merging",
+    "on_kernel_types",
     "on_views",
     "read_only",
     "reshaped_in_place",
@@ -32,17 +36,18 @@ __all__ = [
 F16_RECORD = np.dtype([("bits", "<u2")])
 """How float16 arrays are passed to kernels: the same bytes under a record dtype."""
 
-_F16 = np.dtype(np.float16)
+HALF = np.dtype(np.float16)
+"""The dtype that kernels take in other storage types (``kernel_input``, ``kernel_output``)."""
 
 
-def _kernel_input(x: np.ndarray) -> np.ndarray:
+def kernel_input(x: np.ndarray) -> np.ndarray:
     """float16 travels as a record of its bits (Numba has no CPU float16)."""
-    return x.view(F16_RECORD) if x.dtype == _F16 else x
+    return x.view(F16_RECORD) if x.dtype == HALF else x
 
 
-def _kernel_output(out: np.ndarray) -> np.ndarray:
+def kernel_output(out: np.ndarray) -> np.ndarray:
     """float16 results are written as their uint16 bits."""
-    return out.view(np.uint16) if out.dtype == _F16 else out
+    return out.view(np.uint16) if out.dtype == HALF else out
 
 
 def reshaped_in_place(
@@ -146,6 +151,18 @@ def on_views(
     return call
 
 
+def on_kernel_types(entry: Callable[..., None]) -> Callable[..., None]:
+    """``entry(x, out, *rest)`` called on the views of ``x`` and ``out``
+    that kernels take (``kernel_input``, ``kernel_output``); in place
+    (``out`` None), on two views of ``x``, as ``run_forward`` passes float16
+    arrays rewritten in place: a remembered loop of float16 arrays."""
+
+    def call(x: np.ndarray, out: np.ndarray | None, *rest: Any) -> None:
+        entry(kernel_input(x), None if out is None else kernel_output(out), *rest)
+
+    return call
+
+
 def _three_d_views(*arrays: np.ndarray) -> Iterator[tuple[np.ndarray, ...]]:
     """Matching 3-D views of arrays shaped (n0, n1, rest...) that cover them once.
 
@@ -213,17 +230,16 @@ def run_forward(
 
     ``out`` is separate from ``x`` or the same elements (the callers check).
     In place, ``out3`` is None, which the loops take to mean "write into
-    ``x3``" and compile to vectorised loops (``_kernels._written``); not when
-    the two differ in storage type (integers rewritten as floats of the same
-    size) or ``x`` is a read-only view, where they stay two arrays.
+    ``x3``" and compile to vectorised loops (``_kernels._written``; float16,
+    read as records of its bits, is written through a uint16 view of them);
+    not when the two differ in dtype (integers rewritten as floats of the
+    same size) or ``x`` is a read-only view, where they stay two arrays.
     ``columns``, if given, is an array shaped like ``x.shape[1:]`` (one value
     per sequence position and batch column); its matching 2-D views are
     passed as the last argument.
     """
-    x_kernel, out_kernel = _kernel_input(x), _kernel_output(out)
-    in_place = (
-        x_kernel.dtype == out_kernel.dtype and (out is x or may_share(x, out)) and x.flags.writeable
-    )
+    x_kernel, out_kernel = kernel_input(x), kernel_output(out)
+    in_place = x.dtype == out.dtype and (out is x or may_share(x, out)) and x.flags.writeable
     if columns is None and x.ndim == 3:
         forward(x_kernel, None if in_place else out_kernel, *args)
         return out

@@ -242,7 +242,7 @@ def remember_sum(
     if not (batch_first is False or batch_first is True):
         return
     view, y_view = _julia_axes(x, y, batch_first)  # the checks ran on x itself if native
-    if y_view is not None and x.dtype.isnative and x.dtype != np.float16:
+    if y_view is not None and x.dtype.isnative:
         direct.remember(
             view,
             y_view,

@@ -402,7 +402,7 @@ class RoPE:
         else:
             run_forward(rope_forward, x, out, *args, where)
         one_batch_axis = x.ndim == 3 or ids is None or ids.ndim == 1
-        if remember and one_batch_axis and np.float16 not in (x.dtype, out.dtype):
+        if remember and one_batch_axis:
             self._direct.remember(
                 x,
                 out,

@@ -262,6 +262,27 @@ def test_decoding_steps_of_more_than_three_dims_take_the_direct_path(monkeypatch
 
 
 @pytest.mark.parametrize("order", ["C", "F"])
+def test_float16_decoding_steps_take_the_direct_path(monkeypatch, order):
+    """float16 steps (float32 results: the table is float32), allocating and
+    with ``out``: after a checked call of each, later ones skip the checks,
+    with the same bits."""
+    pe = AbsolutePE(16, 40)
+    x = np.asarray(sample((1, 16, 5), np.float16, seed=5), order=order)
+    out = np.empty_like(x, dtype=np.float32)
+
+    def steps(position: int) -> None:
+        expected = reference.absolute_apply(x, pe.embeddings[:, position : position + 1])
+        assert_bitwise_equal(pe(x, offset=position), expected)
+        assert pe(x, out=out, offset=position) is out
+        assert_bitwise_equal(out, expected)
+
+    steps(39)  # the whole table
+    monkeypatch.setattr(absolute, "add_embeddings", refuse_checked_path)
+    for position in (7, 0, 38):
+        steps(position)
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
 def test_batch_first_decoding_steps_take_the_direct_path(monkeypatch, order):
     """Batch-first decoding steps (batch, 1, features), allocating, with
     ``out`` and in place, are remembered as the (1, features, batch) views

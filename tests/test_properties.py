@@ -74,14 +74,27 @@ def test_rope_matches_reference(data, half, T):
     assert_bitwise_equal(x, before)
 
 
+REWRITABLE = st.sampled_from([np.float16, np.float32, np.float64])
+"""The dtypes of inputs that RoPE with tables of the same type can rewrite in place."""
+
+
+def rewritable_encodings(dtype, half: int, seq: int, channels: int) -> list[tuple]:
+    """(encoding, first, second): RoPE with ``dtype`` tables, and AbsolutePE
+    (float32 table) unless ``dtype`` is float16, whose sum is float32."""
+    encodings = [(RoPE(2 * half, 6, T=dtype), 2 * half, seq)]
+    if dtype != np.float16:
+        encodings.append((AbsolutePE(channels, 6), seq, channels))
+    return encodings
+
+
 @given(data=st.data(), half=st.integers(0, 8), channels=st.sampled_from([1, 2, 4, 6]))
 def test_in_place_matches_a_separate_output(data, half, channels):
     """``out=x`` in any layout gives the bits of a new output (x's dtype is
-    its own promotion: float32 or float64 with tables of that type)."""
-    dtype = data.draw(st.sampled_from([np.float32, np.float64]))
-    for encoding, first, second in (
-        (RoPE(2 * half, 6, T=dtype), 2 * half, data.draw(st.integers(1, 6))),
-        (AbsolutePE(channels, 6), data.draw(st.integers(1, 6)), channels),
+    its own promotion: float16, float32 or float64 with tables of that type;
+    AbsolutePE's table is float32)."""
+    dtype = data.draw(REWRITABLE)
+    for encoding, first, second in rewritable_encodings(
+        dtype, half, data.draw(st.integers(1, 6)), channels
     ):
         x = data.draw(arrays_in_any_layout(first, second, st.just(dtype)))
         expected = encoding(x)
@@ -97,13 +110,10 @@ def test_repeated_calls_give_the_bits_of_the_first(data, half, channels):
     new array, and one in any layout, as a slot of a cache) and in place
     (into a compact copy, and into ``x`` itself, whatever its layout), at
     one offset."""
-    dtype = data.draw(st.sampled_from([np.float32, np.float64]))
+    dtype = data.draw(REWRITABLE)
     seq = data.draw(st.integers(1, 3))
     offset = data.draw(st.integers(0, 6 - seq))
-    for encoding, first, second in (
-        (RoPE(2 * half, 6, T=dtype), 2 * half, seq),
-        (AbsolutePE(channels, 6), seq, channels),
-    ):
+    for encoding, first, second in rewritable_encodings(dtype, half, seq, channels):
         x = data.draw(arrays_in_any_layout(first, second, st.just(dtype)))
         step = partial(encoding, offset=offset)
         expected = step(x)

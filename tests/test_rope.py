@@ -577,6 +577,36 @@ def test_repeated_calls_take_the_direct_path_with_the_same_results():
     assert_bitwise_equal(in_place, full[:, 5:6])
 
 
+@pytest.mark.parametrize(
+    ("dtype", "T"), [(np.float16, np.float16), (np.float16, np.float32), (np.float32, np.float16)]
+)
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_float16_decoding_steps_take_the_direct_path(monkeypatch, dtype, T, order):
+    """Decoding steps with float16 input or tables are remembered as the
+    others are: after a checked call of each kind (allocating, ``out=``, in
+    place where ``x`` has the output's type), later ones skip the checks
+    and give the same bits (NaN, Inf and signed zeros among them)."""
+    rope = RoPE(16, 40, T=T)
+    x = np.asarray(sample((16, 1, 4), dtype, seed=44), order=order)
+    out = np.empty_like(x, dtype=np.promote_types(dtype, T))
+
+    def steps(position: int) -> None:
+        columns = slice(position, position + 1)
+        expected = reference.rope_apply(x, rope.cos_cached[:, columns], rope.sin_cached[:, columns])
+        assert_bitwise_equal(rope(x, offset=position), expected)
+        assert rope(x, out=out, offset=position) is out
+        assert_bitwise_equal(out, expected)
+        if out.dtype == x.dtype:
+            y = x.copy(order="K")
+            assert rope(y, out=y, offset=position) is y
+            assert_bitwise_equal(y, expected)
+
+    steps(5)
+    monkeypatch.setattr(RoPE, "_apply", refuse_checked_path)
+    for position in (0, 39, 5):
+        steps(position)
+
+
 @dataclass
 class Run:
     """One call of ``run_ranges``: its loop, the length of its range, and the
