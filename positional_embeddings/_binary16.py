@@ -5,67 +5,99 @@ and the loops convert element by element: ``f16_bits_to_f32`` (exact),
 ``f32_to_f16_bits`` and ``f64_to_f16_bits`` (round to nearest, ties to
 even, in one rounding), ``round_f16`` (a float32 rounded to float16).
 
-On a target that converts in hardware (``NATIVE_BINARY16``: x86-64 with
-F16C, 64-bit Arm), they are LLVM's ``fpext``/``fptrunc`` to and from
-``half``, which vectorise.  Elsewhere they are integer code with the same
-results, NaNs included: a NaN comes out quiet, with its sign and the
-leading bits of its payload, as F16C's ``vcvtph2ps``/``vcvtps2ph``, Arm's
-``fcvt`` and Julia's own software conversions (``runtime_intrinsics.c``)
-give them.  LLVM lowers a ``half``
-conversion on a target without those instructions to a library call that
-Numba's linker does not have, so the choice is made before compiling, from
-the features Numba compiles for (``NUMBA_CPU_FEATURES``, or the host's);
-they are part of the key of Numba's cache, so a cached loop is never loaded
-on a machine it was not compiled for.
+Where the CPU Numba compiles for converts in hardware (``native_binary16``:
+x86-64 with F16C, 64-bit Arm), they are LLVM's ``fpext``/``fptrunc`` to
+and from ``half``, which vectorise.  Elsewhere they are integer code with
+the same results, NaNs included: a NaN comes out quiet, with its sign and
+the leading bits of its payload, as F16C's ``vcvtph2ps``/``vcvtps2ph``,
+Arm's ``fcvt`` and Julia's own software conversions
+(``runtime_intrinsics.c``) give them.  (LLVM may drop a conversion there
+and back in the hardware form, which leaves a signalling NaN signalling:
+only NaNs' positions are part of the results' promise, as for any dtype.)
+
+On a CPU without those instructions, LLVM makes a ``half`` conversion a
+call of a library function that Numba's linker does not have, and the
+process aborts.  So the choice is made when a function using them is
+compiled, by LLVM itself: it compiles the two conversions for the CPU name
+and features Numba's own code generator uses (``NUMBA_CPU_NAME``,
+``NUMBA_CPU_FEATURES``, ``NUMBA_ENABLE_AVX`` or the host's), whose
+implications only LLVM knows (``-avx`` turns F16C off), and the
+instructions are used where no such call appears.  Those are the target
+Numba keys its cache by, so cached code is never loaded where its choice
+would differ.
 """
 
 from __future__ import annotations
 
+import functools
 import math
-from typing import Any
 
 import numba
 import numpy as np
 from llvmlite import binding, ir
-from numba.core import config, types
-from numba.extending import intrinsic
+from numba.core import types
+from numba.extending import intrinsic, overload
 
 from ._jit import JIT, JIT_LLVM_INLINED
 from ._julia_math import f32_bits, f32_from_bits
 
 __all__ = [
-    "NATIVE_BINARY16",
+    "converts_in_hardware",
     "f16_bits_to_f32",
     "f16_bits_to_f32_software",
     "f32_to_f16_bits",
     "f32_to_f16_bits_software",
     "f64_to_f16_bits",
+    "native_binary16",
     "round_f16",
 ]
 
 
-_ARM64 = ("aarch64", "arm64")
-"""LLVM's names of 64-bit Arm in target triples (Linux, macOS)."""
+_ARCHITECTURES = ("x86_64", "aarch64", "arm64")
+"""LLVM's names (in target triples) of the architectures whose binary16
+instructions are used: x86-64 (with F16C) and 64-bit Arm (Linux, macOS)."""
+
+_HALF_CONVERSIONS = """
+define i16 @encode(float %x) {
+  %h = fptrunc float %x to half
+  %b = bitcast half %h to i16
+  ret i16 %b
+}
+define float @decode(i16 %b) {
+  %h = bitcast i16 %b to half
+  %f = fpext half %h to float
+  ret float %f
+}
+"""
+"""The two conversions, as LLVM IR."""
+
+_LIBRARY_CONVERSIONS = ("sfhf2", "hfsf2", "f2h", "h2f")
+"""Parts of the names of the library functions LLVM calls for them
+(``__truncsfhf2``, ``__extendhfsf2``, ``__gnu_f2h_ieee``, ``__aeabi_h2f``...)."""
 
 
-def _native_binary16() -> bool:
-    """Whether Numba compiles for 64-bit Arm (whose base instruction set
-    converts binary16) or x86-64 with F16C (the last ``+f16c`` or ``-f16c``
-    of ``NUMBA_CPU_FEATURES`` decides, or else the host's)."""
-    architecture = binding.get_process_triple().split("-")[0]
-    if architecture in _ARM64:
-        return True
-    if architecture != "x86_64":
+def converts_in_hardware(triple: str, cpu: str, features: str) -> bool:
+    """Whether LLVM compiles ``half`` conversions to instructions, not calls,
+    for ``cpu`` with ``features`` (an LLVM feature string) on ``triple``, an
+    architecture of ``_ARCHITECTURES``."""
+    if triple.split("-")[0] not in _ARCHITECTURES:
         return False
-    features = getattr(config, "CPU_FEATURES", None)  # set by Numba's reading of its variables
-    if features is None:
-        features = binding.get_host_cpu_features().flatten()
-    flags = [flag for flag in features.split(",") if flag in ("+f16c", "-f16c")]
-    return bool(flags) and flags[-1] == "+f16c"
+    machine = binding.Target.from_triple(triple).create_target_machine(cpu=cpu, features=features)
+    module = binding.parse_assembly(_HALF_CONVERSIONS)
+    module.triple = triple
+    assembly = machine.emit_assembly(module)
+    return not any(name in assembly for name in _LIBRARY_CONVERSIONS)
 
 
-NATIVE_BINARY16 = _native_binary16()
-"""Whether the conversions are the target's instructions (see the module's notes)."""
+@functools.cache
+def native_binary16() -> bool:
+    """Whether the conversions are the instructions of the CPU Numba compiles
+    for (see the module's notes); asked once per process, at the first
+    compilation that needs it."""
+    from numba.core.registry import cpu_target
+
+    triple, cpu, features = cpu_target.target_context.codegen().magic_tuple()
+    return converts_in_hardware(triple, cpu, features)
 
 
 @intrinsic
@@ -139,8 +171,26 @@ def f32_to_f16_bits_software(value: float) -> int:
     return sign | np.uint16(h)
 
 
-_decode: Any = _fpext_half if NATIVE_BINARY16 else f16_bits_to_f32_software
-_encode: Any = _fptrunc_half if NATIVE_BINARY16 else f32_to_f16_bits_software
+def _decode(bits):  # type: ignore[no-untyped-def]
+    """binary16 bits (uint16) to float32, in the form ``native_binary16`` chooses."""
+
+
+@overload(_decode, jit_options=JIT)
+def _ov_decode(bits):  # type: ignore[no-untyped-def]
+    if native_binary16():
+        return lambda bits: _fpext_half(bits)
+    return lambda bits: f16_bits_to_f32_software(bits)
+
+
+def _encode(value):  # type: ignore[no-untyped-def]
+    """float32 to binary16 bits (uint16), in the form ``native_binary16`` chooses."""
+
+
+@overload(_encode, jit_options=JIT)
+def _ov_encode(value):  # type: ignore[no-untyped-def]
+    if native_binary16():
+        return lambda value: _fptrunc_half(value)
+    return lambda value: f32_to_f16_bits_software(value)
 
 
 @numba.njit(**JIT_LLVM_INLINED)

@@ -460,7 +460,7 @@ x.flat[:4] = [np.nan, -np.inf, np.float16(6e-8), -0.0]
 rope = RoPE(32, 64, T=np.float16, scale=3.5)
 results = [rope.cos_cached, rope.sin_cached, rope(x), rope(np.ascontiguousarray(x)),
            rope(x.astype(np.float32)), RoPE(32, 64)(x), AbsolutePE(32, 64)(x.transpose(1, 0, 2))]
-print(_binary16.NATIVE_BINARY16)
+print(_binary16.native_binary16())
 for result in results:
     print(result.dtype, hashlib.sha256(result.tobytes()).hexdigest())
 """
@@ -468,19 +468,26 @@ for result in results:
 through every float16 path, a hash of each result."""
 
 
-def test_float16_without_f16c_gives_the_same_bits(tmp_path):
-    """Where Numba compiles for a CPU without F16C (here: its portable
-    ``NUMBA_CPU_NAME=generic`` target), the float16 conversions are integer
-    code, not LLVM's ``half`` conversions (which would need a library
-    function Numba cannot link), and every result is the same bits."""
+@pytest.mark.parametrize(
+    "target",
+    [
+        {"NUMBA_CPU_NAME": "generic"},
+        {"NUMBA_CPU_NAME": "generic", "NUMBA_CPU_FEATURES": "+f16c,-avx"},
+    ],
+    ids=["generic", "f16c turned off by -avx"],
+)
+def test_float16_without_f16c_gives_the_same_bits(tmp_path, target):
+    """Where Numba compiles for a CPU without F16C (its portable ``generic``
+    target; one whose features name F16C but turn it off, as ``-avx`` does
+    in LLVM), the float16 conversions are integer code, not LLVM's ``half``
+    conversions (a call of a library function Numba cannot link, which
+    aborted the process), and every result is the same bits as the host's."""
     native = run_python(FLOAT16, {"NUMBA_CACHE_DIR": str(tmp_path / "host")})
-    generic = run_python(
-        FLOAT16, {"NUMBA_CACHE_DIR": str(tmp_path / "generic"), "NUMBA_CPU_NAME": "generic"}
-    )
-    for run in (native, generic):
+    other = run_python(FLOAT16, {"NUMBA_CACHE_DIR": str(tmp_path / "other"), **target})
+    for run in (native, other):
         assert run.returncode == 0, run.stderr
-    assert generic.stdout.split()[0] == "False"
-    assert generic.stdout.split()[1:] == native.stdout.split()[1:]
+    assert other.stdout.split()[0] == "False"
+    assert other.stdout.split()[1:] == native.stdout.split()[1:]
 
 
 # --- import --------------------------------------------------------------------------
