@@ -153,9 +153,8 @@ def on_views(
 
 def on_kernel_types(entry: Callable[..., None]) -> Callable[..., None]:
     """``entry(x, out, *rest)`` called on the views of ``x`` and ``out``
-    that kernels take (``kernel_input``, ``kernel_output``); in place
-    (``out`` None), on two views of ``x``, as ``run_forward`` passes float16
-    arrays rewritten in place: a remembered loop of float16 arrays."""
+    that kernels take (``kernel_input``, ``kernel_output``; ``out`` None,
+    in place, stays None): a remembered loop of float16 arrays."""
 
     def call(x: np.ndarray, out: np.ndarray | None, *rest: Any) -> None:
         entry(kernel_input(x), None if out is None else kernel_output(out), *rest)
