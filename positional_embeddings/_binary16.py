@@ -171,26 +171,28 @@ def f32_to_f16_bits_software(value: float) -> int:
     return sign | np.uint16(h)
 
 
-def _decode(bits):  # type: ignore[no-untyped-def]
+def _decode(value):  # type: ignore[no-untyped-def]
     """binary16 bits (uint16) to float32, in the form ``native_binary16`` chooses."""
-
-
-@overload(_decode, jit_options=JIT)
-def _ov_decode(bits):  # type: ignore[no-untyped-def]
-    if native_binary16():
-        return lambda bits: _fpext_half(bits)
-    return lambda bits: f16_bits_to_f32_software(bits)
 
 
 def _encode(value):  # type: ignore[no-untyped-def]
     """float32 to binary16 bits (uint16), in the form ``native_binary16`` chooses."""
 
 
-@overload(_encode, jit_options=JIT)
-def _ov_encode(value):  # type: ignore[no-untyped-def]
-    if native_binary16():
-        return lambda value: _fptrunc_half(value)
-    return lambda value: f32_to_f16_bits_software(value)
+def _in_chosen_form(hardware, software):  # type: ignore[no-untyped-def]
+    """An overload of a conversion: ``hardware`` (an intrinsic) where
+    ``native_binary16``, else ``software`` (integer code)."""
+
+    def choose(value):  # type: ignore[no-untyped-def]
+        if native_binary16():
+            return lambda value: hardware(value)
+        return lambda value: software(value)
+
+    return choose
+
+
+overload(_decode, jit_options=JIT)(_in_chosen_form(_fpext_half, f16_bits_to_f32_software))
+overload(_encode, jit_options=JIT)(_in_chosen_form(_fptrunc_half, f32_to_f16_bits_software))
 
 
 @numba.njit(**JIT_LLVM_INLINED)
