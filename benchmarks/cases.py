@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
@@ -286,23 +287,51 @@ def decode(settings: Settings, order: str, writes: str) -> Row:
     )
 
 
-def cache_slot(settings: Settings, order: str, cache: tuple[int, ...]) -> Row:
+def cache_slot(
+    settings: Settings, order: str, cache: tuple[int, ...], successive: bool = False
+) -> Row:
     """One token of decoding written where a KV cache in Julia's layout keeps
-    it: ``rope(x, out=slot)`` on ``(128, 1, 32)`` float32, ``slot`` the view
-    at position 17 of a ``cache`` (``(128, 4096, 32)``) float32 array of the
-    same order, against ``np.copyto`` into it (numpy and torch: their
-    formula, allocating)."""
+    it: ``rope(x, offset=p, out=slot)`` on ``(128, 1, 32)`` float32, ``slot``
+    the view at position ``p`` of a ``cache`` (``(128, 4096, 32)``) float32
+    array of the same order, against ``np.copyto`` into it (numpy and torch:
+    their formula, allocating).
+
+    ``p`` is 17 at every call, or, with ``successive``, the next position at
+    each call, as a decoding loop writes them: each of the two contenders
+    then writes a cache of its own, position after position, so that the
+    slot's lines come from memory rather than from the caches (the views
+    are made beforehand; a call takes the next)."""
     rope = RoPE(cache[0], cache[1])
     x = _array((cache[0], 1, cache[2]), np.float32, order)
-    slot = np.zeros(cache, np.float32, order=order)[:, 17:18]
+    if successive:
+        ours = _successive_slots(cache, order, lambda p, slot: rope(x, offset=p, out=slot))
+        floor = _successive_slots(cache, order, lambda p, slot: np.copyto(slot, x))
+    else:
+        slot = np.zeros(cache, np.float32, order=order)[:, 17:18]
+        ours, floor = partial(rope, x, offset=17, out=slot), partial(np.copyto, slot, x)
     contenders: dict[str, Callable[[], object] | None] = {
-        "floor": partial(np.copyto, slot, x),
-        "ours": partial(rope, x, offset=17, out=slot),
+        "floor": floor,
+        "ours": ours,
         "numpy": rope_numpy(rope, x),
         "torch": rope_torch(rope, x),
     }
-    case = "decode rope(x, out=slot), slot of a (head, seq, batch) cache"
+    slots = "successive slots" if successive else "slot"
+    case = f"decode rope(x, out=slot), {slots} of a (head, seq, batch) cache"
     return _measure("decode", case, x, order, contenders, "np.copyto", settings)
+
+
+def _successive_slots(
+    cache: tuple[int, ...], order: str, write: Callable[[int, np.ndarray], object]
+) -> Callable[[], None]:
+    """A call of ``write(p, slot)`` with the next position ``p`` and its slot
+    of a new ``cache`` array (written once beforehand, as a cache in use is)."""
+    kv = np.ones(cache, np.float32, order=order)
+    steps = itertools.cycle([(p, kv[:, p : p + 1]) for p in range(cache[1])])
+
+    def step() -> None:
+        write(*next(steps))
+
+    return step
 
 
 def stored_queries(settings: Settings, seq: int) -> Row:
@@ -533,7 +562,16 @@ def all_cases(quick: bool) -> list[Case]:
         for order in "CF"
     ]
     cases += [
-        Case("decode", partial(cache_slot, order=order, cache=size((128, 4096, 32), (128, 32, 32))))
+        Case(
+            "decode",
+            partial(
+                cache_slot,
+                order=order,
+                cache=size((128, 4096, 32), (128, 32, 32)),
+                successive=successive,
+            ),
+        )
+        for successive in (False, True)
         for order in "CF"
     ]
     cases += [Case("decode", partial(stored_queries, seq=seq)) for seq in (1, 8)]

