@@ -32,6 +32,7 @@ from collections.abc import Callable
 from operator import itemgetter, methodcaller
 from typing import Any
 
+import llvmlite.ir as ir
 import numba
 import numpy as np
 from numba.core import types
@@ -371,6 +372,44 @@ def _typed_contiguous(typingctx, run):  # type: ignore[no-untyped-def]
     return contiguous(run), codegen
 
 
+_BYTE_POINTER = ir.IntType(8).as_pointer()
+_PREFETCH = ir.FunctionType(ir.VoidType(), [_BYTE_POINTER, *[ir.IntType(32)] * 3])
+
+
+@intrinsic
+def _prefetch_to_write(typingctx, address):  # type: ignore[no-untyped-def]
+    """A hint to the CPU that memory at byte ``address`` is about to be
+    written: LLVM's ``prefetch`` of its cache line, for writing
+    (``prefetchw`` on x86-64), to be kept in every cache level."""
+    if not isinstance(address, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        pointer = builder.inttoptr(args[0], _BYTE_POINTER)
+        hint = builder.module.declare_intrinsic("llvm.prefetch", [_BYTE_POINTER], _PREFETCH)
+        write, locality, data = (ir.Constant(ir.IntType(32), n) for n in (1, 3, 1))
+        builder.call(hint, [pointer, write, locality, data])
+        return context.get_dummy_value()
+
+    return types.void(address), codegen
+
+
+_LINE_BYTES = 64
+"""The CPU's cache line, for ``_prefetch_run``."""
+
+
+@numba.njit(**JIT_INLINED)
+def _prefetch_run(run):  # type: ignore[no-untyped-def]
+    """``_prefetch_to_write`` for every cache line of the 1-D ``run``, where
+    its elements are adjacent."""
+    size = run.shape[0] * run.itemsize
+    if size > 0 and run.strides[0] == run.itemsize:
+        start = np.intp(run.ctypes.data)
+        for address in range(start, start + size, _LINE_BYTES):
+            _prefetch_to_write(address)
+        _prefetch_to_write(start + size - 1)
+
+
 @numba.njit(**JIT_INLINED)
 def _adjacent(run):  # type: ignore[no-untyped-def]
     """Whether the elements of the 1-D ``run`` are adjacent in memory."""
@@ -584,6 +623,41 @@ def _pass_through_row(x, out, s):  # type: ignore[no-untyped-def]
         out[last, s, b] = _pass_through(x[last, s, b], out)
 
 
+_PREFETCH_AHEAD = 4
+"""How many columns ahead of the loop a decoding step in Julia's order asks
+for the lines of its output's columns (``_prefetch_columns``)."""
+
+
+def _prefetch_columns(written, s, start, stop):  # type: ignore[no-untyped-def]
+    """``_prefetch_run`` of columns ``written[:, s, b]`` for ``b`` from ``start``
+    to ``stop`` (within the batch), where ``written`` is strided (a slot of a
+    KV cache); nothing for other arrays.
+
+    A decoding loop writes each token at the next position of its cache,
+    whose lines are then seldom in any cache level, and a step's columns lie
+    far apart (2 MB in a (128, 4096, 32) float32 cache), where no hardware
+    prefetcher follows.  On the AVX-512 AMD EPYC development machine, a
+    (128, 1, 32) float32 step into successive slots of such a cache took
+    2.4-2.6 us with the columns asked for 4 ahead, against 3.1-3.3 us
+    without (0.3-0.45 us more than ``np.copyto`` into the same slots, against
+    1.8 us); in a (128, 64, 32) cache, which stays in cache, 0.05 us more.
+    In C order (a slot's rows of 128 bytes) it cost 0.1-0.2 us where the
+    cache fits the last-level cache for 0.25 us less beyond: not used there.
+    """
+
+
+@overload(_prefetch_columns, jit_options=JIT, inline="always")
+def _ov_prefetch_columns(written, s, start, stop):  # type: ignore[no-untyped-def]
+    if written.layout != "A":
+        return lambda written, s, start, stop: None
+
+    def prefetch(written, s, start, stop):  # type: ignore[no-untyped-def]
+        for b in range(start, min(stop, written.shape[2])):
+            _prefetch_run(written[:, s, b])
+
+    return prefetch
+
+
 @numba.njit(**JIT)
 def _rope_inner_head(x, out, cos, sin, pairing, shared, positions, start, stop, post):  # type: ignore[no-untyped-def]
     """RoPE with the head axis innermost (F order); outer range over (batch, seq)."""
@@ -624,15 +698,21 @@ def _rope_positions_outer_head(x, out, cos, sin, pairing, shared, positions, sta
     """``_rope_inner_head`` with positions outermost: range over positions,
     every batch column of one position in a loop over the whole batch axis.
     For arrays whose seq axis has the largest stride, and for a few
-    positions (decoding, see ``_FEW_POSITIONS``)."""
+    positions (decoding, see ``_FEW_POSITIONS``), whose columns of a slot of
+    a KV cache are asked for ahead (``_prefetch_columns``)."""
     posted(post)
     written = _written(x, out)
     head, seq, batch = x.shape
+    few = seq <= _FEW_POSITIONS
     count, size = _blocks_down(start, stop, seq, written.nbytes)
     for k in range(count):
         lo, hi = _block_down(start, stop, size, k)
         for s in range(lo, hi):
+            if few:
+                _prefetch_columns(written, s, 0, _PREFETCH_AHEAD)
             for b in range(batch):
+                if few:
+                    _prefetch_columns(written, s, b + _PREFETCH_AHEAD, b + _PREFETCH_AHEAD + 1)
                 _rotate_column(x, out, cos, sin, pairing, shared, positions, s, b)
             if head % 2:
                 for b in range(batch):

@@ -750,15 +750,17 @@ def test_layouts_never_remembered_are_not_probed_at_every_call(monkeypatch):
     assert len(rope._direct) == len(pe._direct) == 0
 
 
+@pytest.mark.parametrize("head, batch", [(16, 4), (14, 9)])
 @pytest.mark.parametrize("order", ["C", "F"])
-def test_decoding_into_a_cache_slot_takes_the_direct_path(monkeypatch, order):
+def test_decoding_into_a_cache_slot_takes_the_direct_path(monkeypatch, order, head, batch):
     """A decoding loop that writes each step into its slot of a KV cache
     (``out`` a view laid out unlike a new output) skips the checked path
-    after its first step, with the same bits as the whole sequence at once;
-    a slot of the wrong shape, read-only, or overlapping the step is still
-    refused with the checks' errors."""
-    rope = RoPE(16, 40)
-    steps = sample((16, 40, 4), np.float32, seed=46)
+    after its first step, with the same bits as the whole sequence at once
+    (batches shorter and longer than the columns the loop asks for ahead in
+    Julia's order); a slot of the wrong shape, read-only, or overlapping the
+    step is still refused with the checks' errors."""
+    rope = RoPE(head, 40)
+    steps = sample((head, 40, batch), np.float32, seed=46)
     cache = np.zeros(steps.shape, np.float32, order=order)
 
     def step(position: int) -> None:
