@@ -74,9 +74,9 @@ def _decoding_step(row: Row) -> bool:
     allocating or written into memory in cache.  The steps into successive
     slots of a 64 MiB cache are in the table to show what a decoding loop
     pays, judged by no target: their slots' lines come from memory, and
-    ``np.copyto`` into them alone took 1.5 us (Julia's order) and 2.3 us (C
-    order) as the benchmark times it, on the AVX-512 AMD EPYC development
-    machine."""
+    ``np.copyto`` into them alone took about 1.5 us (Julia's order) and
+    2.3-2.4 us (C order) as the benchmark times it, on the AVX-512 AMD EPYC
+    development machine."""
     return (
         row.case.startswith("decode rope")
         and row.shape == (128, 1, 32)
