@@ -750,7 +750,7 @@ def test_layouts_never_remembered_are_not_probed_at_every_call(monkeypatch):
     assert len(rope._direct) == len(pe._direct) == 0
 
 
-@pytest.mark.parametrize("head, batch", [(16, 4), (14, 9)])
+@pytest.mark.parametrize("head, batch", [(16, 2), (16, 4), (14, 9)])
 @pytest.mark.parametrize("order", ["C", "F"])
 def test_decoding_into_a_cache_slot_takes_the_direct_path(monkeypatch, order, head, batch):
     """A decoding loop that writes each step into its slot of a KV cache
