@@ -29,7 +29,7 @@ from .contenders import (
 )
 from .timing import interleaved_medians
 
-__all__ = ["GROUPS", "Case", "Row", "Settings", "all_cases"]
+__all__ = ["GROUPS", "SUCCESSIVE_SLOTS", "Case", "Row", "Settings", "all_cases"]
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -47,6 +47,10 @@ GROUPS = (
     "cold-start",
 )
 """Names for ``--cases``, in the order the table lists them."""
+
+SUCCESSIVE_SLOTS = "successive slots"
+"""What the case names of the decoding steps into successive slots of a
+cache say (``cache_slot``); the targets leave those rows out."""
 
 COLD_START_CODE = (
     "import numpy as np; from positional_embeddings import RoPE; "
@@ -316,7 +320,7 @@ def cache_slot(
         "numpy": rope_numpy(rope, x),
         "torch": rope_torch(rope, x),
     }
-    slots = "successive slots" if successive else "slot"
+    slots = SUCCESSIVE_SLOTS if successive else "slot"
     case = f"decode rope(x, out=slot), {slots} of a (head, seq, batch) cache"
     return _measure("decode", case, x, order, contenders, "np.copyto", settings)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from .cases import Row
+from .cases import SUCCESSIVE_SLOTS, Row
 
 __all__ = ["JULIA_SECONDS", "TARGETS", "Outcome", "Target", "check_targets", "describe"]
 
@@ -80,7 +80,7 @@ def _decoding_step(row: Row) -> bool:
     return (
         row.case.startswith("decode rope")
         and row.shape == (128, 1, 32)
-        and "successive" not in row.case
+        and SUCCESSIVE_SLOTS not in row.case
     )
 
 
