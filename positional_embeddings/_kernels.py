@@ -462,14 +462,22 @@ def _rows(start, stop, width):  # type: ignore[no-untyped-def]
 
 @numba.njit(**JIT)
 def _columns(start, stop, width, row):  # type: ignore[no-untyped-def]
-    """The columns of ``row`` inside the flat range ``start .. stop`` of a (rows, width) grid.
+    """The columns of ``row`` inside the flat range ``start .. stop`` of a
+    (rows, width) grid, as ``(first, length)``: columns ``first + j`` for
+    ``j`` in ``range(length)``.
 
     Kernels walk a flat range of outer-loop units as nested loops (row, then
-    column) rather than by ``divmod`` of a flat index: the compiler then
-    checks the arrays for overlap once per row instead of once per column,
-    which is most of the cost of a short innermost loop.
+    column) rather than by ``divmod`` of a flat index, and count each row's
+    columns from 0: the compiler then checks the arrays for overlap once per
+    row instead of once per column, which is most of the cost of a short
+    innermost loop.  A loop over ``range(first, stop)`` gets the check
+    before every column: on the AVX-512 AMD EPYC development machine, RoPE
+    in F order on (128, 4096, 32) float32 took 1.4x ``x.copy()``'s time on
+    one thread that way, 1.2x counted from 0 (in the benchmark, on two
+    threads: 1.28x and 1.08x).
     """
-    return range(max(start - row * width, 0), min(stop - row * width, width))
+    first = max(start - row * width, 0)
+    return first, min(stop - row * width, width) - first
 
 
 _BLOCK_BYTES = 256 << 10
@@ -672,7 +680,9 @@ def _rope_inner_head(x, out, cos, sin, pairing, shared, positions, start, stop, 
     for k in range(count):
         lo, hi = _block_down(start, stop, size, k)
         for b in _rows(lo, hi, seq):
-            for s in _columns(lo, hi, seq, b):
+            first, length = _columns(lo, hi, seq, b)
+            for j in range(length):
+                s = first + j
                 _rotate_column(x, out, cos, sin, pairing, shared, positions, s, b)
                 if head % 2:
                     written[head - 1, s, b] = _pass_through(x[head - 1, s, b], written)
@@ -1225,7 +1235,9 @@ def _absolute_inner_seq(x, out, embeddings, offset, start, stop, post):  # type:
     for k in range(count):
         lo, hi = _block_down(start, stop, size, k)
         for b in _rows(lo, hi, channels):
-            for c in _columns(lo, hi, channels, b):
+            first, length = _columns(lo, hi, channels, b)
+            for j in range(length):
+                c = first + j
                 row = embeddings[c, offset : offset + seq]  # indexed from 0: vectorises
                 for s in range(seq):
                     out[s, c, b] = _add(_load(x[s, c, b]), row[s], out)

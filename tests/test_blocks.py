@@ -34,6 +34,20 @@ def test_blocks_cover_the_range_once_from_the_top(start, length, units, nbytes):
     assert all(0 < hi - lo <= size for lo, hi in blocks)
 
 
+@given(start=st.integers(0, 300), length=st.integers(0, 300), width=st.integers(1, 40))
+def test_rows_and_columns_walk_a_flat_range_once_in_order(start, length, width):
+    """``_rows`` and each row's ``_columns`` (first, length) visit the units
+    ``start .. stop`` of a (rows, width) grid once, in order, every column
+    inside its row (``_rows`` as Python: a compiled range stays compiled)."""
+    stop = start + length
+    visited = []
+    for row in _kernels._rows.py_func(start, stop, width):
+        first, count = _kernels._columns(start, stop, width, row)
+        assert 0 <= first and first + count <= width
+        visited += [row * width + first + j for j in range(count)]
+    assert visited == list(range(start, stop))
+
+
 def _families():
     """(name, encoding, input): one input per loop family, each writing
     1-6 MB, so that its outer range spans several blocks, the lowest one
