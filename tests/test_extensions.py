@@ -370,7 +370,7 @@ def test_rope_sequence_innermost(monkeypatch, threads, interleaved):
         one_column = sample((head, 150, 1), dtype, seed=150)  # C order: seq innermost
         seq_last = sample((head, 3, 150), dtype, seed=3).transpose(0, 2, 1)
         for x in (one_column, seq_last):
-            assert _kernels._rope_loop(x, 0, 2 * x.nbytes)[0] is _kernels._rope_inner_seq
+            assert _kernels._rope_loop(x, None, 0, 2 * x.nbytes)[0] is _kernels._rope_inner_seq
             before = x.copy()
             for offset, positions in ((0, None), (3, None), (137, None), (0, ids)):
                 where = positions if positions is not None else np.arange(150) + offset
@@ -408,7 +408,7 @@ def test_rope_few_positions_loop_over_positions_outermost(monkeypatch, threads, 
             for order in ("C", "F"):
                 x = np.asarray(sample((head, seq, 5), dtype, seed=seq), order=order)
                 before = x.copy()
-                loop = _kernels._rope_loop(x, 0, 2 * x.nbytes)[0]
+                loop = _kernels._rope_loop(x, None, 0, 2 * x.nbytes)[0]
                 assert (loop is few[order]) == (seq <= 2 and threads == 1)
                 for offset, positions in ((0, None), (47, None), (0, ids), (0, per_column)):
                     where = np.arange(seq) + offset if positions is None else positions

@@ -395,6 +395,40 @@ def test_out_and_in_place(order):
     assert_bitwise_equal(inplace, expected)
 
 
+@pytest.mark.parametrize(
+    "shape, x_order, out_order, loop",
+    [
+        ((16, 5, 1), "C", "F", "_rope_inner_seq"),  # C order reads along positions: x's loop
+        ((16, 5, 4), "C", "F", "_rope_inner_batch"),  # a batch of 16 bytes: x's loop
+        ((16, 5, 16), "C", "F", "_rope_positions_outer_head"),
+        ((16, 1, 16), "C", "F", "_rope_positions_outer_head"),
+        ((16, 5, 4), "F", "C", "_rope_positions_outer_batch"),
+        ((16, 5, 1), "F", "C", "_rope_inner_seq"),
+        ((15, 5, 16), "C", "F", "_rope_positions_outer_head"),  # odd head, interleaved
+        ((16, 5, 16), "C", "C", "_rope_inner_batch"),
+    ],
+)
+@pytest.mark.parametrize("threads", [1, 2])
+def test_out_laid_out_across_x(monkeypatch, shape, x_order, out_order, loop, threads):
+    """``out`` in the other memory order than ``x``: the loop follows
+    ``out`` where ``x``'s runs within a position span a cache line (64
+    bytes), else ``x``; the bits of a new output either way, on one thread
+    or split over two, interleaved too, and ``x`` left alone."""
+    monkeypatch.setattr(_parallel, "_threads", threads)
+    monkeypatch.setattr(_parallel, "MIN_BYTES_PER_THREAD", 1 if threads > 1 else 1 << 40)
+    head = shape[0]
+    layers = [RoPE(head, 9, interleaved=True)] + ([RoPE(head, 9)] if head % 2 == 0 else [])
+    for rope in layers:
+        x = np.asarray(sample(shape, np.float32, seed=7), order=x_order)
+        before = x.copy()
+        out = np.empty(shape, np.float32, order=out_order)
+        found, _ = _kernels._rope_loop(x, out, 2, _kernels._traffic(x, out))
+        assert found.__name__ == loop
+        assert rope(x, out=out, offset=2) is out
+        assert_bitwise_equal(out, rope(before, offset=2))
+        assert_bitwise_equal(x, before)
+
+
 def test_bad_out():
     rope = RoPE(4, 4)
     x = np.zeros((4, 4, 2), np.float32)
@@ -688,7 +722,7 @@ def test_loops_along_positions_are_remembered_for_the_positions_their_tables_cov
         return apply(self, x, out, offset, *rest, **keywords)
 
     monkeypatch.setattr(RoPE, "_apply", counted)
-    kernel = _kernels._rope_loop(x, 0, 2 * x.nbytes)[0]
+    kernel = _kernels._rope_loop(x, None, 0, 2 * x.nbytes)[0]
     assert kernel is (_kernels._rope_inner_batch if batch > 1 else _kernels._rope_inner_seq)
     for offset in (0, 0, 5, 0, 20, 12, 3, 54, 54, 40):
         columns = slice(offset, offset + 10)
@@ -750,21 +784,25 @@ def test_layouts_never_remembered_are_not_probed_at_every_call(monkeypatch):
     assert len(rope._direct) == len(pe._direct) == 0
 
 
-@pytest.mark.parametrize("head, batch", [(16, 2), (16, 4), (14, 9)])
-@pytest.mark.parametrize("order", ["C", "F"])
-def test_decoding_into_a_cache_slot_takes_the_direct_path(monkeypatch, order, head, batch):
+@pytest.mark.parametrize("head, batch", [(16, 2), (16, 4), (14, 9), (16, 17)])
+@pytest.mark.parametrize("order, step_order", [("C", "C"), ("F", "F"), ("C", "F"), ("F", "C")])
+def test_decoding_into_a_cache_slot_takes_the_direct_path(
+    monkeypatch, order, step_order, head, batch
+):
     """A decoding loop that writes each step into its slot of a KV cache
     (``out`` a view laid out unlike a new output) skips the checked path
     after its first step, with the same bits as the whole sequence at once
     (batches shorter and longer than the columns the loop asks for ahead in
-    Julia's order); a slot of the wrong shape, read-only, or overlapping the
-    step is still refused with the checks' errors."""
+    Julia's order; steps in the cache's memory order and in the other,
+    which the loop follows along the cache where the step's runs are long
+    enough); a slot of the wrong shape, read-only, or overlapping the step
+    is still refused with the checks' errors."""
     rope = RoPE(head, 40)
     steps = sample((head, 40, batch), np.float32, seed=46)
     cache = np.zeros(steps.shape, np.float32, order=order)
 
     def step(position: int) -> None:
-        x = np.array(steps[:, position : position + 1], order=order)  # a new token's own array
+        x = np.array(steps[:, position : position + 1], order=step_order)  # a new token's own
         slot = cache[:, position : position + 1]
         assert rope(x, out=slot, offset=position).base is cache
 
@@ -774,7 +812,7 @@ def test_decoding_into_a_cache_slot_takes_the_direct_path(monkeypatch, order, he
         for position in range(1, 40):
             step(position)
     assert_bitwise_equal(cache, rope(steps))
-    x = np.array(steps[:, 3:4], order=order)
+    x = np.array(steps[:, 3:4], order=step_order)
     with pytest.raises(ValueError, match="shape"):
         rope(x, out=cache[:, 3:5])  # two slots: the strides of one
     read_only = cache.copy(order="K")
