@@ -29,7 +29,7 @@ from .contenders import (
 )
 from .timing import interleaved_medians
 
-__all__ = ["GROUPS", "SUCCESSIVE_SLOTS", "Case", "Row", "Settings", "all_cases"]
+__all__ = ["GROUPS", "OTHER_ORDER", "SUCCESSIVE_SLOTS", "Case", "Row", "Settings", "all_cases"]
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -51,6 +51,10 @@ GROUPS = (
 SUCCESSIVE_SLOTS = "successive slots"
 """What the case names of the decoding steps into successive slots of a
 cache say (``cache_slot``); the targets leave those rows out."""
+
+OTHER_ORDER = "x in the other order"
+"""What the case names of the decoding steps laid out across their cache
+say (``cache_slot``); the targets leave those rows out."""
 
 COLD_START_CODE = (
     "import numpy as np; from positional_embeddings import RoPE; "
@@ -292,13 +296,18 @@ def decode(settings: Settings, order: str, writes: str) -> Row:
 
 
 def cache_slot(
-    settings: Settings, order: str, cache: tuple[int, ...], successive: bool = False
+    settings: Settings,
+    order: str,
+    cache: tuple[int, ...],
+    successive: bool = False,
+    crossed: bool = False,
 ) -> Row:
     """One token of decoding written where a KV cache in Julia's layout keeps
     it: ``rope(x, offset=p, out=slot)`` on ``(128, 1, 32)`` float32, ``slot``
     the view at position ``p`` of a ``cache`` (``(128, 4096, 32)``) float32
-    array of the same order, against ``np.copyto`` into it (numpy and torch:
-    their formula, allocating).
+    array of the same order (with ``crossed``, ``x`` in the other order),
+    against ``np.copyto`` into it (numpy and torch: their formula,
+    allocating).
 
     ``p`` is 17 at every call, or, with ``successive``, the next position at
     each call, as a decoding loop writes them: each of the two contenders
@@ -307,7 +316,9 @@ def cache_slot(
     are made beforehand; a call takes the next, through a Python step that
     both contenders pay, about 0.1 us)."""
     rope = RoPE(cache[0], cache[1])
-    x = _array((cache[0], 1, cache[2]), np.float32, order)
+    x = _array(
+        (cache[0], 1, cache[2]), np.float32, {"C": "F", "F": "C"}[order] if crossed else order
+    )
     if successive:
         ours = _successive_slots(cache, order, lambda p, slot: rope(x, offset=p, out=slot))
         floor = _successive_slots(cache, order, lambda p, slot: np.copyto(slot, x))
@@ -321,7 +332,8 @@ def cache_slot(
         "torch": rope_torch(rope, x),
     }
     slots = SUCCESSIVE_SLOTS if successive else "slot"
-    case = f"decode rope(x, out=slot), {slots} of a (head, seq, batch) cache"
+    step = f"{OTHER_ORDER}, " if crossed else ""
+    case = f"decode rope(x, out=slot), {step}{slots} of a (head, seq, batch) cache"
     return _measure("decode", case, x, order, contenders, "np.copyto", settings)
 
 
@@ -577,6 +589,15 @@ def all_cases(quick: bool) -> list[Case]:
             ),
         )
         for successive in (False, True)
+        for order in "CF"
+    ]
+    cases += [
+        Case(
+            "decode",
+            partial(
+                cache_slot, order=order, cache=size((128, 4096, 32), (128, 32, 32)), crossed=True
+            ),
+        )
         for order in "CF"
     ]
     cases += [Case("decode", partial(stored_queries, seq=seq)) for seq in (1, 8)]
