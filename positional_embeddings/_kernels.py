@@ -1040,27 +1040,26 @@ def _stop(positions: np.ndarray) -> int:
 
 
 def _crossing(x: np.ndarray, out: np.ndarray | None, inner: int) -> int | None:
-    """The axis of ``out``'s smallest stride where the RoPE loop follows
-    ``out``'s layout rather than that of ``x`` (whose smallest stride is
-    along ``inner``), else None.  It does where ``out`` is laid out
-    otherwise (a C-order step into a slot of an F-order cache, an F-order
-    array into a C-order one) and each position of ``x`` holds runs of a
-    cache line at least along ``inner`` (its head, or a batch of 16 float32
-    and more): the loop then runs along ``out``'s smallest stride, with
-    positions outermost, so that it writes ``out`` in order and reads whole
-    lines of ``x`` within each position.
+    """The axis of ``out``'s smallest stride where a loop follows ``out``'s
+    layout rather than that of ``x`` (whose smallest stride is along
+    ``inner``), else None.  It does where ``out`` is laid out otherwise (a
+    C-order step into a slot of an F-order cache, an F-order array into a
+    C-order one) and ``x``'s runs along ``inner`` span a cache line at least
+    (a head, a sequence or a batch of 16 float32 and more): the loop then
+    writes ``out`` in order and reads whole lines of ``x``, each within a
+    short stretch of the loop.
 
-    Following ``x`` wrote each of ``out``'s lines a channel or a column at a
-    time, long before its next: on the AVX-512 AMD EPYC development
-    machine, RoPE on (128, 1, 32) float32 into a slot of a (128, 64, 32)
-    cache took 15-16 us from C order into F order and 27 us from F into C,
-    2.4-2.7 us crossed this way; (128, 4096, 32) 55 and 105 ms, 23 and 9.6
-    ms; (128, 2048, 128) 112-144 and 204-212 ms, 47 and 32-34 ms.  With
-    shorter runs (a batch of 1 or 4 in C order, read along positions) the
-    lines of ``x`` would be read a few elements at a time: (128, 4096, 4)
-    C into F took 1.9 ms crossed, 1.1 ms following ``x``.
+    Following ``x`` wrote each of ``out``'s lines an element or a run at a
+    time, long before its next.  On the AVX-512 AMD EPYC development
+    machine, RoPE (positions outermost, ``_rope_loop``) on (128, 1, 32)
+    float32 into a slot of a (128, 64, 32) cache took 15-16 us from C order
+    into F order and 27 us from F into C, 2.4-2.7 us following ``out``;
+    (128, 4096, 32) 55 and 105 ms, 23 and 9.6 ms; (128, 2048, 128) 112-144
+    and 204-212 ms, 47 and 32-34 ms.  AbsolutePE from F order into C order:
+    (4096, 512, 16) 500 ms, 98 ms following ``out``; (100, 512, 32) 6.4 and
+    1.05 ms; (100, 512, 4) 1.1 and 0.11 ms; from C into F 0.7-1.0x the time.
     """
-    if out is None or inner == 1 or x.shape[inner] * x.itemsize < _LINE_BYTES:
+    if out is None or x.shape[inner] * x.itemsize < _LINE_BYTES:
         return None
     along = _smallest_stride(out)
     return None if along == inner else along
@@ -1077,7 +1076,10 @@ def _rope_loop(
     call of at most ``_FEW_POSITIONS`` positions that runs on one thread."""
     head, seq, batch = x.shape
     inner = _smallest_stride(x)
-    along = _crossing(x, out, inner)
+    # Not from the seq axis: lines of x would then hold a few positions each,
+    # read once per position ((128, 4096, 4) C into F took 1.9 ms following
+    # out, 1.1 ms following x).
+    along = None if inner == 1 else _crossing(x, out, inner)
     crossed = along is not None
     if along is not None:
         inner = along
@@ -1208,7 +1210,7 @@ def absolute_direct(
     if x.ndim != 3:
         return None
     traffic = _traffic(x, out)
-    few = _absolute_few(x, _smallest_stride(x), traffic)
+    few = _absolute_few(x, _absolute_inner(x, out), traffic)
     if few is None:
         return None
     args = (by_position.T, few)
@@ -1472,15 +1474,15 @@ def absolute_forward(
 
     Shared by every additive encoding (sinusoidal, learned): ``embeddings``
     is any (channel, position) view; ``out`` None adds in place.  The
-    innermost loop runs along ``x``'s smallest stride; large calls are split
-    over threads.  Only Julia's order
-    (seq innermost) reads the table along positions; the other loops read
+    innermost loop runs along ``x``'s smallest stride (or ``out``'s,
+    ``_absolute_inner``); large calls are split over threads.  Only Julia's
+    order (seq innermost) reads the table along positions; the other loops read
     all channels of a position at once, from ``by_position(stop)`` if given:
     the same table in F order, covering at least positions ``0 .. stop-1``.
     """
     seq, channels, batch = x.shape
     traffic = _traffic(x, out)
-    inner = _smallest_stride(x)
+    inner = _absolute_inner(x, out)
     if inner != 0 and by_position is not None:
         embeddings = by_position(offset + seq)
     args = (x, out, embeddings, offset)
@@ -1507,6 +1509,15 @@ def absolute_forward(
     else:
         parts = _parts(traffic, seq)
         run_ranges(_absolute_inner_batch, seq * parts, traffic, *args, parts)
+
+
+def _absolute_inner(x: np.ndarray, out: np.ndarray | None) -> int:
+    """The axis AbsolutePE's loop over ``x`` into ``out`` runs innermost:
+    ``x``'s smallest stride, or ``out``'s where the loop follows it
+    (``_crossing``)."""
+    inner = _smallest_stride(x)
+    along = _crossing(x, out, inner)
+    return inner if along is None else along
 
 
 def _absolute_few(x: np.ndarray, inner: int, traffic: int) -> bool | None:

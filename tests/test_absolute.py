@@ -7,7 +7,7 @@ from functools import partial
 import numpy as np
 import pytest
 
-from positional_embeddings import AbsolutePE, RoPE, _direct, _kernels, absolute
+from positional_embeddings import AbsolutePE, RoPE, _direct, _kernels, _parallel, absolute
 
 import reference
 from comparisons import (
@@ -138,6 +138,38 @@ def test_out_and_in_place(order):
     assert_bitwise_equal(out, expected)
     assert pe(x, out=x) is x
     assert_bitwise_equal(x, expected)
+
+
+@pytest.mark.parametrize(
+    "shape, x_order, out_order, inner",
+    [
+        ((1, 16, 16), "C", "F", 1),  # a decoding step: its channels, as out
+        ((2, 16, 16), "C", "F", 0),
+        ((20, 16, 4), "C", "F", 2),  # a batch of 16 bytes: as x
+        ((20, 16, 16), "C", "F", 0),
+        ((20, 16, 4), "F", "C", 2),
+        ((8, 16, 16), "F", "C", 0),  # a sequence of 32 bytes: as x
+        ((20, 16, 16), "C", "C", 2),
+    ],
+)
+@pytest.mark.parametrize("threads", [1, 2])
+def test_out_laid_out_across_x(monkeypatch, shape, x_order, out_order, inner, threads):
+    """``out`` in the other memory order than ``x``: the loop follows
+    ``out`` where ``x``'s runs along its innermost axis span a cache line
+    (64 bytes), else ``x``; the bits of a new output either way, repeated
+    (the remembered decoding loop follows the same layout), on one thread
+    or split over two, and ``x`` left alone."""
+    monkeypatch.setattr(_parallel, "_threads", threads)
+    monkeypatch.setattr(_parallel, "MIN_BYTES_PER_THREAD", 1 if threads > 1 else 1 << 40)
+    pe = AbsolutePE(shape[1], 30)
+    x = np.asarray(sample(shape, np.float32, seed=16), order=x_order)
+    before = x.copy()
+    out = np.empty(shape, np.float32, order=out_order)
+    assert _kernels._absolute_inner(x, out) == inner
+    for _ in range(2):
+        assert pe(x, out=out, offset=3) is out
+        assert_bitwise_equal(out, pe(before, offset=3))
+    assert_bitwise_equal(x, before)
 
 
 @pytest.mark.parametrize("order", ["C", "F", "strided"])
