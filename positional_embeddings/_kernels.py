@@ -889,8 +889,9 @@ def rope_forward(
     such positions for views ``exchanged`` gave.  Arrays stored with their
     heads inside each position run on such views (``exchanged``).  The
     loop order follows the strides of ``x`` (innermost the smallest, and
-    positions outermost where the seq axis has the largest); large calls are
-    split over threads.  The loop along the sequence reads the tables as
+    positions outermost where the seq axis has the largest), or those of an
+    ``out`` laid out across ``x`` (``_crossing``); large calls are split
+    over threads.  The loop along the sequence reads the tables as
     ``along_positions(table, stop)`` returns them: C order (positions
     innermost), covering at least positions ``0 .. stop-1``; the loops along
     the head read ``packed(cos, sin)`` where partner rows are equal
@@ -1045,19 +1046,21 @@ def _crossing(x: np.ndarray, out: np.ndarray | None, inner: int) -> int | None:
     ``inner``), else None.  It does where ``out`` is laid out otherwise (a
     C-order step into a slot of an F-order cache, an F-order array into a
     C-order one) and ``x``'s runs along ``inner`` span a cache line at least
-    (a head, a sequence or a batch of 16 float32 and more): the loop then
-    writes ``out`` in order and reads whole lines of ``x``, each within a
-    short stretch of the loop.
+    in ``x``'s own type (16 float32 or 32 float16 elements and more): the
+    loop then writes ``out`` in order, and the loops that take it
+    (``_rope_loop``, ``_absolute_inner``) read whole lines of ``x``, each
+    within a short stretch of the loop.
 
     Following ``x`` wrote each of ``out``'s lines an element or a run at a
     time, long before its next.  On the AVX-512 AMD EPYC development
     machine, RoPE (positions outermost, ``_rope_loop``) on (128, 1, 32)
-    float32 into a slot of a (128, 64, 32) cache took 15-16 us from C order
-    into F order and 27 us from F into C, 2.4-2.7 us following ``out``;
+    float32 into a slot of a (128, 64, 32) cache took 15-18 us from C order
+    into F order and 27-28 us from F into C, 2.3-2.7 us following ``out``;
     (128, 4096, 32) 55 and 105 ms, 23 and 9.6 ms; (128, 2048, 128) 112-144
-    and 204-212 ms, 47 and 32-34 ms.  AbsolutePE from F order into C order:
+    and 204-212 ms, 46-47 and 31-34 ms.  AbsolutePE from F order into C order:
     (4096, 512, 16) 500 ms, 98 ms following ``out``; (100, 512, 32) 6.4 and
-    1.05 ms; (100, 512, 4) 1.1 and 0.11 ms; from C into F 0.7-1.0x the time.
+    1.05 ms; (100, 512, 4) 1.1 and 0.11 ms; a (1, 512, 32) step from C
+    order into F, 32 and 9 us.
     """
     if out is None or x.shape[inner] * x.itemsize < _LINE_BYTES:
         return None
@@ -1071,14 +1074,14 @@ def _rope_loop(
     """The RoPE loop for ``x``'s layout (or ``out``'s, ``_crossing``) and
     the length of its outer range: innermost along the smallest stride (seq
     only with one position per sequence index, never for exchanged views,
-    whose head is innermost); positions outermost where the loop follows
+    whose positions are tuples); positions outermost where the loop follows
     ``out``'s layout, where the seq axis has the largest stride, or for a
     call of at most ``_FEW_POSITIONS`` positions that runs on one thread."""
     head, seq, batch = x.shape
     inner = _smallest_stride(x)
     # Not from the seq axis: lines of x would then hold a few positions each,
-    # read once per position ((128, 4096, 4) C into F took 1.9 ms following
-    # out, 1.1 ms following x).
+    # read once per position ((128, 4096, 1) C into F took 0.9 ms following
+    # out, 0.36 ms following x).
     along = None if inner == 1 else _crossing(x, out, inner)
     crossed = along is not None
     if along is not None:
@@ -1143,7 +1146,7 @@ def rope_direct(
     if found is None:
         return None
     entry = found[0]
-    if kernel is _rope_inner_seq:  # never for exchanged views, whose head is innermost
+    if kernel is _rope_inner_seq:  # never for exchanged views, whose positions are tuples
         entry = on_views(entry, _seq_last)
     elif views is not None:
         entry = _on_exchanged(entry, x.shape, x3.shape[1])
@@ -1514,10 +1517,15 @@ def absolute_forward(
 def _absolute_inner(x: np.ndarray, out: np.ndarray | None) -> int:
     """The axis AbsolutePE's loop over ``x`` into ``out`` runs innermost:
     ``x``'s smallest stride, or ``out``'s where the loop follows it
-    (``_crossing``)."""
+    (``_crossing``), but never the sequence for an ``x`` stored otherwise.
+    The loops with the sequence innermost walk the batch outermost, and
+    would read each line of such an ``x`` once per batch column, a whole
+    (seq, channel) plane apart: on one thread, (4096, 512, 16) float32 from
+    C order into F took 602-605 ms that way against 418-419 ms following
+    ``x`` (in cache, (100, 512, 32), 3.7 against 5.8 ms)."""
     inner = _smallest_stride(x)
     along = _crossing(x, out, inner)
-    return inner if along is None else along
+    return inner if along is None or along == 0 else along
 
 
 def _absolute_few(x: np.ndarray, inner: int, traffic: int) -> bool | None:

@@ -144,9 +144,9 @@ def test_out_and_in_place(order):
     "shape, x_order, out_order, inner",
     [
         ((1, 16, 16), "C", "F", 1),  # a decoding step: its channels, as out
-        ((2, 16, 16), "C", "F", 0),
+        ((2, 16, 16), "C", "F", 2),  # never the sequence for x stored otherwise: as x
         ((20, 16, 4), "C", "F", 2),  # a batch of 16 bytes: as x
-        ((20, 16, 16), "C", "F", 0),
+        ((20, 16, 16), "C", "F", 2),
         ((20, 16, 4), "F", "C", 2),
         ((8, 16, 16), "F", "C", 0),  # a sequence of 32 bytes: as x
         ((20, 16, 16), "C", "C", 2),
@@ -156,7 +156,7 @@ def test_out_and_in_place(order):
 def test_out_laid_out_across_x(monkeypatch, shape, x_order, out_order, inner, threads):
     """``out`` in the other memory order than ``x``: the loop follows
     ``out`` where ``x``'s runs along its innermost axis span a cache line
-    (64 bytes), else ``x``; the bits of a new output either way, repeated
+    (64 bytes) and ``out``'s is not the sequence, else ``x``; the bits of a new output either way, repeated
     (the remembered decoding loop follows the same layout), on one thread
     or split over two, and ``x`` left alone."""
     monkeypatch.setattr(_parallel, "_threads", threads)

@@ -92,6 +92,13 @@ def test_targets_are_judged_on_full_size_rows() -> None:
         _row("decode", "decode rope(x)", (128, 1, 32), 1.8e-6, 1e-6),
         _row("decode", "decode pe(x)", (1, 512, 32), 2.2e-6, 1e-6),  # no target of its own
         _row("decode", f"{SLOT_STEP}, successive slots of a {CACHE}", (128, 1, 32), 3e-6, 2e-6),
+        _row(
+            "decode",
+            f"{SLOT_STEP}, x in the other order, slot of a {CACHE}",
+            (128, 1, 32),
+            3e-6,
+            1e-6,
+        ),
         _row("decode", f"{SLOT_STEP}, slot of a {CACHE}", (128, 1, 32), 2.1e-6, 1e-6),
         Row("tables", "RoPE(128, 131072)", (128, 131072), "", "float32", 0.054),
         Row("cold-start", "cold start, warm cache", (), "", "", 1.2, "import numba", 0.4),
