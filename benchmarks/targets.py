@@ -78,7 +78,7 @@ def _decoding_step(row: Row) -> bool:
     2.3-2.4 us (C order) as the benchmark times it, on the AVX-512 AMD EPYC
     development machine.  Nor are the steps in the other memory order than
     their cache, which move every element across the layout (``np.copyto``
-    alone: 1.2-1.4 us)."""
+    alone: 1.1-1.2 us)."""
     return (
         row.case.startswith("decode rope")
         and row.shape == (128, 1, 32)

@@ -156,9 +156,10 @@ def test_out_and_in_place(order):
 def test_out_laid_out_across_x(monkeypatch, shape, x_order, out_order, inner, threads):
     """``out`` in the other memory order than ``x``: the loop follows
     ``out`` where ``x``'s runs along its innermost axis span a cache line
-    (64 bytes) and ``out``'s is not the sequence, else ``x``; the bits of a new output either way, repeated
-    (the remembered decoding loop follows the same layout), on one thread
-    or split over two, and ``x`` left alone."""
+    (64 bytes) and ``out``'s is not the sequence, else ``x``; the bits of a
+    new output either way, repeated (the remembered decoding loop follows
+    the same layout), on one thread or split over two, and ``x`` left
+    alone."""
     monkeypatch.setattr(_parallel, "_threads", threads)
     monkeypatch.setattr(_parallel, "MIN_BYTES_PER_THREAD", 1 if threads > 1 else 1 << 40)
     pe = AbsolutePE(shape[1], 30)
