@@ -5,13 +5,16 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+import pytest
 
 from parity.compare import ulp_distance
+from positional_embeddings import _parallel
 
 __all__ = [
     "assert_bitwise_equal",
     "assert_every_way_of_writing",
     "refuse_checked_path",
+    "split_over",
     "ulp_distance",
 ]
 
@@ -49,3 +52,10 @@ def assert_every_way_of_writing(
 def refuse_checked_path(*args: object, **kwargs: object) -> None:
     """Monkeypatched over the checked path where a test expects a remembered call."""
     raise AssertionError("took the checked path")
+
+
+def split_over(monkeypatch: pytest.MonkeyPatch, threads: int) -> None:
+    """Calls run on ``threads`` threads for the test: with 2, every call is
+    split (however small), with 1, none is."""
+    monkeypatch.setattr(_parallel, "_threads", threads)
+    monkeypatch.setattr(_parallel, "MIN_BYTES_PER_THREAD", 1 if threads > 1 else 1 << 40)

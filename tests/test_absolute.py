@@ -7,13 +7,14 @@ from functools import partial
 import numpy as np
 import pytest
 
-from positional_embeddings import AbsolutePE, RoPE, _direct, _kernels, _parallel, absolute
+from positional_embeddings import AbsolutePE, RoPE, _direct, _kernels, absolute
 
 import reference
 from comparisons import (
     assert_bitwise_equal,
     assert_every_way_of_writing,
     refuse_checked_path,
+    split_over,
     ulp_distance,
 )
 from test_rope import INPUT_DTYPES, layouts, sample
@@ -160,8 +161,7 @@ def test_out_laid_out_across_x(monkeypatch, shape, x_order, out_order, inner, th
     new output either way, repeated (the remembered decoding loop follows
     the same layout), on one thread or split over two, and ``x`` left
     alone."""
-    monkeypatch.setattr(_parallel, "_threads", threads)
-    monkeypatch.setattr(_parallel, "MIN_BYTES_PER_THREAD", 1 if threads > 1 else 1 << 40)
+    split_over(monkeypatch, threads)
     pe = AbsolutePE(shape[1], 30)
     x = np.asarray(sample(shape, np.float32, seed=16), order=x_order)
     before = x.copy()

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from positional_embeddings import AbsolutePE, RoPE, _kernels, _parallel
+from positional_embeddings import AbsolutePE, RoPE, _kernels
 
-from comparisons import assert_bitwise_equal
+from comparisons import assert_bitwise_equal, split_over
 from test_rope import sample
 
 
@@ -87,8 +87,7 @@ def test_loops_walking_down_give_the_bits_of_short_calls(monkeypatch, threads, c
     """Allocating, into ``out`` and in place, on one thread or split over
     two (each thread walks its own range down): the bits of the short calls
     or the oracle's arithmetic, and ``x`` left alone."""
-    monkeypatch.setattr(_parallel, "_threads", threads)
-    monkeypatch.setattr(_parallel, "MIN_BYTES_PER_THREAD", 1 if threads > 1 else 1 << 40)
+    split_over(monkeypatch, threads)
     name, layer, x = _families()[case]
     kw = {"batch_first": True} if "batch first" in name else {}
     expected = _expected(layer, x, bool(kw))

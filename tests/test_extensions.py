@@ -8,11 +8,16 @@ from functools import partial
 import numpy as np
 import pytest
 
-from positional_embeddings import AbsolutePE, RoPE, _direct, _kernels, _parallel
+from positional_embeddings import AbsolutePE, RoPE, _direct, _kernels
 from positional_embeddings.layouts import half_to_interleaved, interleaved_to_half
 
 import reference
-from comparisons import assert_bitwise_equal, assert_every_way_of_writing, ulp_distance
+from comparisons import (
+    assert_bitwise_equal,
+    assert_every_way_of_writing,
+    split_over,
+    ulp_distance,
+)
 from test_rope import INPUT_DTYPES, layouts, runs_recorded, sample, stored
 
 # --- positions -----------------------------------------------------------------------
@@ -295,8 +300,7 @@ def test_absolute_channel_innermost_across_position_blocks(monkeypatch, threads)
     the oracle's bits, next to the batch-innermost loop of longer batches
     (one position at a time; a single position split into blocks of
     channels)."""
-    monkeypatch.setattr(_parallel, "_threads", threads)
-    monkeypatch.setattr(_parallel, "MIN_BYTES_PER_THREAD", 1 if threads > 1 else 1 << 40)
+    split_over(monkeypatch, threads)
     pe = AbsolutePE(10, 200)
     for seq, offset in ((137, 0), (64, 5), (1, 199), (70, 130)):
         table = pe.embeddings[:, offset : offset + seq]
@@ -360,8 +364,7 @@ def test_rope_sequence_innermost(monkeypatch, threads, interleaved):
     the tables that grow with the positions used: offsets, position ids,
     odd interleaved heads, float16 and integers, the backward pass and in
     place give the oracle's bits, and the input is left alone."""
-    monkeypatch.setattr(_parallel, "_threads", threads)
-    monkeypatch.setattr(_parallel, "MIN_BYTES_PER_THREAD", 1 if threads > 1 else 1 << 40)
+    split_over(monkeypatch, threads)
     head = 7 if interleaved else 8
     rope = RoPE(head, 300, interleaved=interleaved)
     pairs = (reference.interleaved_pairs if interleaved else reference.half_pairs)(head)
@@ -395,8 +398,7 @@ def test_rope_few_positions_loop_over_positions_outermost(monkeypatch, threads, 
     the oracle's bits for offsets, position ids per position and per column,
     odd interleaved heads, float16 and integers, in place too, and leaves
     the input alone."""
-    monkeypatch.setattr(_parallel, "_threads", threads)
-    monkeypatch.setattr(_parallel, "MIN_BYTES_PER_THREAD", 1 if threads > 1 else 1 << 40)
+    split_over(monkeypatch, threads)
     few = {"C": _kernels._rope_positions_outer_batch, "F": _kernels._rope_positions_outer_head}
     head = 7 if interleaved else 8
     rope = RoPE(head, 50, interleaved=interleaved)

@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from positional_embeddings import AbsolutePE, RoPE, _direct, _kernels, _parallel
+from positional_embeddings import AbsolutePE, RoPE, _direct, _kernels
 
-from comparisons import assert_bitwise_equal
+from comparisons import assert_bitwise_equal, split_over
 from test_rope import layouts, sample
 
 
@@ -69,8 +69,7 @@ def test_in_place_gives_the_bits_of_a_separate_output(
     and is handed None for ``out``: the loop compiled for one array (float16
     too, with float16 tables: read as records of its bits, written through
     a view of them)."""
-    monkeypatch.setattr(_parallel, "_threads", threads)
-    monkeypatch.setattr(_parallel, "MIN_BYTES_PER_THREAD", 1 if threads > 1 else 1 << 40)
+    split_over(monkeypatch, threads)
     name, call, shape = _calls(dtype if dtype == np.float16 else np.float32)[case]
     four_d = sample((*shape[:2], 2, shape[2]), dtype, seed=len(name))
     for x in (sample(shape, dtype, seed=len(name)), four_d):

@@ -15,7 +15,6 @@ from positional_embeddings import (
     RoPE,
     _direct,
     _kernels,
-    _parallel,
     compute_frequencies,
     neg_half,
 )
@@ -27,6 +26,7 @@ from comparisons import (
     assert_bitwise_equal,
     assert_every_way_of_writing,
     refuse_checked_path,
+    split_over,
     ulp_distance,
 )
 
@@ -414,8 +414,7 @@ def test_out_laid_out_across_x(monkeypatch, shape, x_order, out_order, loop, thr
     ``out`` where ``x``'s runs within a position span a cache line (64
     bytes), else ``x``; the bits of a new output either way, on one thread
     or split over two, interleaved too, and ``x`` left alone."""
-    monkeypatch.setattr(_parallel, "_threads", threads)
-    monkeypatch.setattr(_parallel, "MIN_BYTES_PER_THREAD", 1 if threads > 1 else 1 << 40)
+    split_over(monkeypatch, threads)
     head = shape[0]
     layers = [RoPE(head, 9, interleaved=True)] + ([RoPE(head, 9)] if head % 2 == 0 else [])
     for rope in layers:
@@ -654,8 +653,7 @@ class Run:
 def runs_recorded(monkeypatch, threads: int) -> list[Run]:
     """Split calls over ``threads`` threads from the smallest size on (or
     never, for one), and list what ``run_ranges`` runs, call by call."""
-    monkeypatch.setattr(_parallel, "_threads", threads)
-    monkeypatch.setattr(_parallel, "MIN_BYTES_PER_THREAD", 1 if threads > 1 else 1 << 40)
+    split_over(monkeypatch, threads)
     runs: list[Run] = []
     run_ranges = _kernels.run_ranges
 
