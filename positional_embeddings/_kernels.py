@@ -398,7 +398,7 @@ def _prefetch_to_write(typingctx, address):  # type: ignore[no-untyped-def]
 
 
 _LINE_BYTES = 64
-"""The CPU's cache line, for ``_prefetch_run``."""
+"""The CPU's cache line, for ``_prefetch_run`` and ``_crossing``."""
 
 
 @numba.njit(**JIT_INLINED)
@@ -1083,14 +1083,13 @@ def _rope_loop(
     # read once per position ((128, 4096, 1) C into F took 0.9 ms following
     # out, 0.36 ms following x).
     along = None if inner == 1 else _crossing(x, out, inner)
-    crossed = along is not None
     if along is not None:
         inner = along
     if inner == 1 and (
         isinstance(positions, int) or (isinstance(positions, np.ndarray) and positions.ndim == 1)
     ):
         return _rope_inner_seq, (head + 1) // 2
-    if crossed or _few_positions(x, 1, traffic) or _seq_outermost(x, 1):
+    if along is not None or _few_positions(x, 1, traffic) or _seq_outermost(x, 1):
         return _rope_positions_outer_batch if inner == 2 else _rope_positions_outer_head, seq
     return (_rope_inner_batch, (head + 1) // 2) if inner == 2 else (_rope_inner_head, seq * batch)
 
