@@ -578,26 +578,10 @@ def all_cases(quick: bool) -> list[Case]:
         for writes in ("new", "out", "x")
         for order in "CF"
     ]
+    cache = size((128, 4096, 32), (128, 32, 32))
     cases += [
-        Case(
-            "decode",
-            partial(
-                cache_slot,
-                order=order,
-                cache=size((128, 4096, 32), (128, 32, 32)),
-                successive=successive,
-            ),
-        )
-        for successive in (False, True)
-        for order in "CF"
-    ]
-    cases += [
-        Case(
-            "decode",
-            partial(
-                cache_slot, order=order, cache=size((128, 4096, 32), (128, 32, 32)), crossed=True
-            ),
-        )
+        Case("decode", partial(cache_slot, order=order, cache=cache, **kind))
+        for kind in ({}, {"successive": True}, {"crossed": True})
         for order in "CF"
     ]
     cases += [Case("decode", partial(stored_queries, seq=seq)) for seq in (1, 8)]
