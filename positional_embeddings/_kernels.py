@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 import typing
 from collections.abc import Callable
+from functools import partial
 from operator import itemgetter, methodcaller
 from typing import Any
 
@@ -1204,19 +1205,27 @@ def _on_exchanged(
 
 
 def absolute_direct(
-    x: np.ndarray, out: np.ndarray | None, by_position: np.ndarray
+    x: np.ndarray, out: np.ndarray | None, table: np.ndarray, by_position: np.ndarray | None
 ) -> Direct | None:
     """As ``rope_direct``, for ``absolute_forward`` on (seq, channel, batch)
-    arrays: the decoding loop, which reads ``by_position`` (the table in F
-    order), or None where another loop runs or ``x`` has more than 3 dims."""
+    arrays: the loop it runs for arrays like ``x`` and ``out``, reading
+    ``table`` (channel, position), or ``by_position`` where given and the
+    loop reads a position at a time (the same table in F order, which may
+    cover fewer positions: the record's ``last`` then says how many).  None
+    where ``x`` has more than 3 dims or the loop has not been compiled yet.
+    """
     if x.ndim != 3:
         return None
+    inner = _absolute_inner(x, out)
+    embeddings = table if inner == 0 or by_position is None else by_position
     traffic = _traffic(x, out)
-    few = _absolute_few(x, _absolute_inner(x, out), traffic)
-    if few is None:
+    kernel, length, view, args = _absolute_loop(x, out, inner, embeddings, traffic)
+    views = (x, out) if view is None else (view(x), None if out is None else view(out))
+    found = _compiled(kernel, *views, args, 0, length, traffic)
+    if found is None:
         return None
-    args = (by_position.T, few)
-    return _compiled(_absolute_few_positions, x, out, args, 0, x.shape[0], traffic)
+    entry = found[0] if view is None else on_views(found[0], view)
+    return entry, args, length, None if embeddings is table else embeddings.shape[1] - x.shape[0]
 
 
 @numba.njit(**JIT)
@@ -1317,7 +1326,7 @@ def _ov_run_of(out, b, first, n):  # type: ignore[no-untyped-def]
 
 
 @numba.njit(**JIT)
-def _absolute_planes(x, out, embeddings, offset, width, parts, start, stop, post):  # type: ignore[no-untyped-def]
+def _absolute_planes(x, out, embeddings, width, parts, offset, start, stop, post):  # type: ignore[no-untyped-def]
     """AbsolutePE in Julia's order when each batch column's (seq, channel)
     plane is one contiguous run: ``x`` and ``out`` are (batch, seq*channels)
     views (C-contiguous when the batch columns are adjacent).  Range over
@@ -1354,7 +1363,7 @@ def _absolute_planes(x, out, embeddings, offset, width, parts, start, stop, post
 
 
 @numba.njit(**JIT)
-def _absolute_inner_channel(x, out, embeddings, offset, block, start, stop, post):  # type: ignore[no-untyped-def]
+def _absolute_inner_channel(x, out, embeddings, block, offset, start, stop, post):  # type: ignore[no-untyped-def]
     """AbsolutePE with the channel axis innermost, on (batch, seq, channel)
     views; range over blocks of ``block`` positions, each walked batch
     column by batch column.  Reads the table one position (column) at a
@@ -1394,7 +1403,7 @@ def _add_position(x, out, column, s, first, stop):  # type: ignore[no-untyped-de
 
 
 @numba.njit(**JIT)
-def _absolute_inner_batch(x, out, embeddings, offset, parts, start, stop, post):  # type: ignore[no-untyped-def]
+def _absolute_inner_batch(x, out, embeddings, parts, offset, start, stop, post):  # type: ignore[no-untyped-def]
     """AbsolutePE with the batch axis innermost (C order); outer range over
     positions, each cut into ``parts`` blocks of channels (more than one only
     to give every thread work when there are fewer positions than threads).
@@ -1482,35 +1491,50 @@ def absolute_forward(
     all channels of a position at once, from ``by_position(stop)`` if given:
     the same table in F order, covering at least positions ``0 .. stop-1``.
     """
-    seq, channels, batch = x.shape
-    traffic = _traffic(x, out)
     inner = _absolute_inner(x, out)
     if inner != 0 and by_position is not None:
-        embeddings = by_position(offset + seq)
-    args = (x, out, embeddings, offset)
+        embeddings = by_position(offset + x.shape[0])
+    traffic = _traffic(x, out)
+    kernel, length, view, args = _absolute_loop(x, out, inner, embeddings, traffic)
+    if view is not None:
+        x, out = view(x), None if out is None else view(out)
+    run_ranges(kernel, length, traffic, x, out, *args, offset)
+
+
+def _absolute_loop(
+    x: np.ndarray, out: np.ndarray | None, inner: int, embeddings: np.ndarray, traffic: int
+) -> tuple[Any, int, Callable[[np.ndarray], np.ndarray] | None, tuple[Any, ...]]:
+    """The AbsolutePE loop for ``x`` into ``out`` (``inner``: the axis it
+    runs innermost, ``_absolute_inner``) reading ``embeddings``, as
+    ``(kernel, length, view, args)``: ``kernel(view(x), view(out), *args,
+    offset, start, stop, post)`` over ``0 .. length`` is the call (``view``
+    None: on ``x`` and ``out`` themselves)."""
+    seq, channels, batch = x.shape
     few = _absolute_few(x, inner, traffic)
-    planes = _planes(x, out) if inner == 0 and seq <= _SHORT_SEQUENCE else None
     if few is not None:
-        run_ranges(_absolute_few_positions, seq, traffic, x, out, embeddings.T, few, offset)
-    elif planes is not None:
+        return _absolute_few_positions, seq, None, (embeddings.T, few)
+    if inner == 0 and seq <= _SHORT_SEQUENCE and _planes(x, out):
         width = max(_PLANE_ELEMENTS // max(seq, 1), 1)  # channels laid out at a time
         groups = -(-channels // width)
         parts = min(_parts(traffic, groups), batch)
-        units = groups * parts
-        run_ranges(_absolute_planes, units, traffic, *planes, embeddings, offset, width, parts)
-    elif inner == 0:
-        run_ranges(_absolute_inner_seq, batch * channels, traffic, *args)
-    elif inner == 1 and _seq_outermost(x, 0):
-        by_seq = (x.transpose(0, 2, 1), None if out is None else out.transpose(0, 2, 1))
-        run_ranges(_absolute_seq_major, seq, traffic, *by_seq, embeddings.T, offset)
-    elif inner == 1 or _short_batch(x):
+        plane = partial(_plane, shape=(seq * channels, batch))
+        return _absolute_planes, groups * parts, plane, (embeddings, width, parts)
+    if inner == 0:
+        return _absolute_inner_seq, batch * channels, None, (embeddings,)
+    if inner == 1 and _seq_outermost(x, 0):
+        return _absolute_seq_major, seq, _BY_SEQ, (embeddings.T,)
+    if inner == 1 or _short_batch(x):
         block = _POSITION_BLOCK if inner == 1 else 1
-        blocks = (seq + block - 1) // block
-        by_batch = (x.transpose(2, 0, 1), None if out is None else out.transpose(2, 0, 1))
-        run_ranges(_absolute_inner_channel, blocks, traffic, *by_batch, embeddings, offset, block)
-    else:
-        parts = _parts(traffic, seq)
-        run_ranges(_absolute_inner_batch, seq * parts, traffic, *args, parts)
+        return _absolute_inner_channel, (seq + block - 1) // block, _BY_BATCH, (embeddings, block)
+    parts = _parts(traffic, seq)
+    return _absolute_inner_batch, seq * parts, None, (embeddings, parts)
+
+
+_BY_SEQ = methodcaller("transpose", 0, 2, 1)
+"""The (seq, batch, channel) view of a (seq, channel, batch) array."""
+
+_BY_BATCH = methodcaller("transpose", 2, 0, 1)
+"""The (batch, seq, channel) view of a (seq, channel, batch) array."""
 
 
 def _absolute_inner(x: np.ndarray, out: np.ndarray | None) -> int:
@@ -1543,15 +1567,18 @@ def _parts(traffic: int, units: int) -> int:
     return 1 if _parallel.serial(traffic) else -(-_parallel.thread_count() // max(units, 1))
 
 
-def _planes(x: np.ndarray, out: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None] | None:
-    """(batch, seq*channels) views of ``x`` and ``out`` (None stays None), or
-    None if a batch column's (seq, channel) plane is not one run in either."""
+def _planes(x: np.ndarray, out: np.ndarray | None) -> bool:
+    """Whether each batch column's (seq, channel) plane is one run in ``x``
+    and in ``out`` (None: in place), so that ``_plane`` views them."""
     shape = (x.shape[0] * x.shape[1], x.shape[2])
-    x_plane = viewed(x, shape, "F")
-    out_plane = None if out is None else viewed(out, shape, "F")
-    if x_plane is None or (out is not None and out_plane is None):
-        return None
-    return x_plane.T, None if out_plane is None else out_plane.T
+    return all(viewed(a, shape, "F") is not None for a in (x, out) if a is not None)
+
+
+def _plane(a: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    """The (batch, seq*channels) view of a (seq, channel, batch) array
+    (``shape``: its transpose): a view, never a copy, for arrays laid out as
+    those ``_planes`` found to be one run per batch column."""
+    return a.reshape(shape, order="F").T
 
 
 @numba.njit(**JIT)

@@ -191,7 +191,9 @@ class AbsolutePE:
             if y is not None:
                 return y
         y = add_embeddings(self._embeddings, x, out, offset, batch_first, self._position_major)
-        remember_sum(self._direct, self._by_position, x, y, out is None, batch_first)
+        remember_sum(
+            self._direct, self._embeddings, self._by_position, x, y, out is None, batch_first
+        )
         return y
 
     def _position_major(self, stop: int) -> np.ndarray:
@@ -223,6 +225,7 @@ def remembered_sum(
 
 def remember_sum(
     direct: DirectCalls,
+    table: Any,
     by_position: np.ndarray | None,
     x: Any,
     y: np.ndarray,
@@ -231,13 +234,13 @@ def remember_sum(
 ) -> None:
     """After ``y = add_embeddings(...)`` of ``x`` (checked; ``new``: ``y``
     is an output the call made), have ``direct`` remember its loop for the
-    next call of the same layout (``remembered_sum``).  ``by_position`` is
-    the table in F order (features, positions) that decoding loops read, or
-    None where there is none yet (no such call was checked); only native
-    float tables are read by a remembered loop."""
-    if type(x) is not np.ndarray or type(by_position) is not np.ndarray:
-        return
-    if by_position.dtype != np.float32 and by_position.dtype != np.float64:
+    next call of the same layout (``remembered_sum``).  ``table`` is the
+    (features, positions) table the call read; ``by_position``, if not
+    None, the same table in F order, which the loops reading a position at a
+    time read instead (it may cover fewer positions).  Only native float
+    tables are read by a remembered loop."""
+    tables = (table,) if by_position is None else (table, by_position)
+    if type(x) is not np.ndarray or not all(map(_native_float, tables)):
         return
     if not (batch_first is False or batch_first is True):
         return
@@ -247,9 +250,14 @@ def remember_sum(
             view,
             y_view,
             new,
-            by_position.shape[1] - view.shape[0],
-            lambda kernel_x, kernel_out: absolute_direct(kernel_x, kernel_out, by_position),
+            table.shape[1] - view.shape[0],
+            lambda kernel_x, kernel_out: absolute_direct(kernel_x, kernel_out, table, by_position),
         )
+
+
+def _native_float(table: Any) -> bool:
+    """Whether ``table`` is an ndarray of native float32 or float64."""
+    return type(table) is np.ndarray and (table.dtype == np.float32 or table.dtype == np.float64)
 
 
 def _three_d(out: Any) -> bool:

@@ -146,7 +146,7 @@ class LearnedPE:
             if y is not None:
                 return y
         y = add_embeddings(table.T, x, out, offset, batch_first)
-        remember_sum(self._direct, table.T, x, y, out is None, batch_first)
+        remember_sum(self._direct, table.T, None, x, y, out is None, batch_first)
         return y
 
     def backward(

@@ -17,7 +17,7 @@ from comparisons import (
     split_over,
     ulp_distance,
 )
-from test_rope import INPUT_DTYPES, layouts, sample
+from test_rope import INPUT_DTYPES, layouts, runs_recorded, sample, stored
 
 
 def test_upstream_specific_output_values():
@@ -189,8 +189,7 @@ def test_repeated_decoding_calls_take_the_direct_path_with_the_same_results(orde
         (a.shape, a.strides, a.dtype, target) in pe._direct
         for a, target in ((x, _direct.NEW), (y, _direct.IN_PLACE))
     ]
-    # Julia's order with two positions runs the sequence-innermost loop, which is not kept.
-    assert remembered == [not (order == "F" and seq == 2)] * 2
+    assert remembered == [True, True]
     with pytest.raises(ValueError, match="exceeds maximum length"):
         pe(x, offset=41 - seq)
     with pytest.raises(ValueError, match="offset"):
@@ -292,6 +291,50 @@ def test_decoding_steps_of_more_than_three_dims_take_the_direct_path(monkeypatch
     for position in (7, 0, 38):
         assert_every_way_of_writing(partial(pe, offset=position), x, expected(position))
         assert pe(x, offset=position).flags[f"{order}_CONTIGUOUS"]
+
+
+@pytest.mark.parametrize(
+    "layout, kernel",
+    [
+        (lambda: sample((2, 16, 8), np.float32, seed=1), "_absolute_few_positions"),
+        (lambda: np.asfortranarray(sample((5, 16, 4), np.float32, seed=2)), "_absolute_planes"),
+        (lambda: np.asfortranarray(sample((5, 16, 4), np.float32, seed=3)), "_absolute_inner_seq"),
+        (lambda: stored(sample((5, 16, 4), np.float32, seed=3), (0, 2, 1)), "_absolute_seq_major"),
+        (
+            lambda: sample((4, 5, 16), np.float32, seed=4).transpose(1, 2, 0),
+            "_absolute_inner_channel",
+        ),
+        (lambda: sample((5, 16, 4), np.float32, seed=5), "_absolute_inner_channel"),
+        (lambda: sample((5, 16, 32), np.float32, seed=6), "_absolute_inner_batch"),
+    ],
+    ids=["step", "planes", "rows", "seq major", "batch first", "short batch", "batch inner"],
+)
+def test_every_loop_is_remembered(monkeypatch, layout, kernel):
+    """Repeated calls of one layout skip the checks whichever loop the layout
+    takes, not only a decoding step's (a chunk of positions, a short
+    prompt): after a first checked call of each kind (allocating, ``out``,
+    in place), later ones at other offsets give the oracle's bits without
+    the checks' slow path; beyond the table, the checks raise Julia's error.
+    """
+    if kernel == "_absolute_inner_seq":  # the row loop, for sequences longer than 4
+        monkeypatch.setattr(_kernels, "_SHORT_SEQUENCE", 4)
+    pe = AbsolutePE(16, 40)
+    runs = runs_recorded(monkeypatch, 1)
+    x = layout()
+    seq = x.shape[0]
+
+    def expected(position):
+        return reference.absolute_apply(x, pe.embeddings[:, position : position + seq])
+
+    assert_every_way_of_writing(partial(pe, offset=40 - seq), x, expected(40 - seq))
+    assert {run.kernel.__name__ for run in runs} == {kernel}
+    checked = absolute.add_embeddings
+    monkeypatch.setattr(absolute, "add_embeddings", refuse_checked_path)
+    for position in (7, 0, 39 - seq):
+        assert_every_way_of_writing(partial(pe, offset=position), x, expected(position))
+    monkeypatch.setattr(absolute, "add_embeddings", checked)
+    with pytest.raises(ValueError, match="exceeds maximum length"):
+        pe(x, offset=41 - seq)
 
 
 @pytest.mark.parametrize("order", ["C", "F"])
