@@ -11,6 +11,7 @@ import pytest
 from positional_embeddings import (
     LearnedPE,
     RelativePE,
+    _kernels,
     alibi_bias,
     alibi_slopes,
     learned,
@@ -20,7 +21,7 @@ from positional_embeddings import (
 
 import reference
 from comparisons import assert_bitwise_equal, assert_every_way_of_writing, refuse_checked_path
-from test_rope import INPUT_DTYPES, layouts, sample
+from test_rope import INPUT_DTYPES, layouts, runs_recorded, sample
 
 # --- learned -------------------------------------------------------------------------
 
@@ -36,6 +37,24 @@ def test_learned_forward_matches_reference(dtype, table_dtype):
     assert_bitwise_equal(pe(x[:2], offset=7), reference.absolute_apply(x[:2], pe.embeddings[7:9].T))
     batch_first = np.ascontiguousarray(x.transpose(2, 0, 1))
     assert_bitwise_equal(pe(batch_first, batch_first=True), expected.transpose(2, 0, 1))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("table_dtype", [np.float32, np.float64])
+def test_learned_in_julias_order_lays_its_table_out_tile_by_tile(monkeypatch, threads, table_dtype):
+    """LearnedPE's table is position-major ((max_len, d), read as (d,
+    max_len)): in Julia's order its calls take the plane loop at any
+    sequence length, which lays the table out a tile at a time; sequences
+    and channels that are no multiple of a tile, offsets, ``out=``, in place,
+    on one thread or split over two: the oracle's bits."""
+    runs = runs_recorded(monkeypatch, threads)
+    pe = LearnedPE(400, 37, seed=0, dtype=table_dtype)
+    for seq, offset in ((300, 0), (33, 17), (2, 398)):
+        x = np.asfortranarray(sample((seq, 37, 3), table_dtype, seed=seq))
+        expected = reference.absolute_apply(x, pe.embeddings[offset : offset + seq].T)
+        runs.clear()
+        assert_every_way_of_writing(partial(pe, offset=offset), x, expected)
+        assert {run.kernel for run in runs} == {_kernels._absolute_planes}
 
 
 def test_learned_initialisation_and_training_in_place():
