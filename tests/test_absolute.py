@@ -14,7 +14,6 @@ from comparisons import (
     assert_bitwise_equal,
     assert_every_way_of_writing,
     refuse_checked_path,
-    split_over,
     ulp_distance,
 )
 from test_rope import INPUT_DTYPES, layouts, runs_recorded, sample, stored
@@ -141,35 +140,66 @@ def test_out_and_in_place(order):
     assert_bitwise_equal(x, expected)
 
 
+def batch_first(shape: tuple[int, int, int], dtype: type = np.float32) -> np.ndarray:
+    """A (seq, channels, batch) view of a C-order (batch, seq, channels) array."""
+    seq, channels, batch = shape
+    return sample((batch, seq, channels), dtype, seed=16).transpose(1, 2, 0)
+
+
 @pytest.mark.parametrize(
-    "shape, x_order, out_order, inner",
+    "x, out_order, inner, kernel",
     [
-        ((1, 16, 16), "C", "F", 1),  # a decoding step: its channels, as out
-        ((2, 16, 16), "C", "F", 2),  # never the sequence for x stored otherwise: as x
-        ((20, 16, 4), "C", "F", 2),  # a batch of 16 bytes: as x
-        ((20, 16, 16), "C", "F", 2),
-        ((20, 16, 4), "F", "C", 2),
-        ((8, 16, 16), "F", "C", 0),  # a sequence of 32 bytes: as x
-        ((20, 16, 16), "C", "C", 2),
+        # a decoding step: its channels, as out
+        (lambda: sample((1, 16, 16), np.float32), "F", 1, "_absolute_few_positions"),
+        # the sequence innermost in out, not in x: tiles of positions
+        (lambda: sample((2, 16, 16), np.float32), "F", 0, "_absolute_tiles"),
+        (lambda: sample((37, 16, 16), np.float32), "F", 0, "_absolute_tiles"),
+        (lambda: sample((20, 16, 32), np.float16), "F", 0, "_absolute_tiles"),
+        (lambda: batch_first((37, 16, 4)), "F", 0, "_absolute_tiles"),
+        # a batch of 16 bytes: as x
+        (lambda: sample((20, 16, 4), np.float32), "F", 2, "_absolute_inner_channel"),
+        (
+            lambda: np.asfortranarray(sample((20, 16, 4), np.float32)),
+            "C",
+            2,
+            "_absolute_inner_channel",
+        ),
+        # a sequence of 32 bytes: as x
+        (lambda: np.asfortranarray(sample((8, 16, 16), np.float32)), "C", 0, "_absolute_inner_seq"),
+        (lambda: sample((20, 16, 16), np.float32), "C", 2, "_absolute_inner_batch"),
+    ],
+    ids=[
+        "step",
+        "2 positions",
+        "37 positions",
+        "float16",
+        "batch first",
+        "short batch",
+        "short batch from F",
+        "short sequence",
+        "same order",
     ],
 )
 @pytest.mark.parametrize("threads", [1, 2])
-def test_out_laid_out_across_x(monkeypatch, shape, x_order, out_order, inner, threads):
+def test_out_laid_out_across_x(monkeypatch, x, out_order, inner, kernel, threads):
     """``out`` in the other memory order than ``x``: the loop follows
     ``out`` where ``x``'s runs along its innermost axis span a cache line
-    (64 bytes) and ``out``'s is not the sequence, else ``x``; the bits of a
-    new output either way, repeated (the remembered decoding loop follows
-    the same layout), on one thread or split over two, and ``x`` left
-    alone."""
-    split_over(monkeypatch, threads)
-    pe = AbsolutePE(shape[1], 30)
-    x = np.asarray(sample(shape, np.float32, seed=16), order=x_order)
+    (64 bytes), else ``x``, in tiles of positions where ``out`` has the
+    sequence innermost; the bits of a new output either way, repeated (the
+    remembered loop follows the same layout), on one thread or split over
+    two, and ``x`` left alone."""
+    x = x()
+    pe = AbsolutePE(x.shape[1], 40)
+    runs = runs_recorded(monkeypatch, threads)
     before = x.copy()
-    out = np.empty(shape, np.float32, order=out_order)
+    out = np.empty(x.shape, np.float32, order=out_order)
     assert _kernels._absolute_inner(x, out) == inner
+    expected = reference.absolute_apply(before, pe.embeddings[:, 3 : 3 + x.shape[0]])
     for _ in range(2):
         assert pe(x, out=out, offset=3) is out
-        assert_bitwise_equal(out, pe(before, offset=3))
+        assert_bitwise_equal(out, expected)
+    if threads == 1 or kernel != "_absolute_few_positions":  # a step split takes another loop
+        assert runs[0].kernel.__name__ == kernel  # the first, checked call's
     assert_bitwise_equal(x, before)
 
 
