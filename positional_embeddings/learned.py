@@ -134,7 +134,7 @@ class LearnedPE:
         and the dtype rules are those of :meth:`AbsolutePE.__call__`.
         """
         table = self._embeddings
-        if type(out) is np.ndarray and may_share(table, out):
+        if isinstance(out, np.ndarray) and may_share(table, out):
             # ``out`` (``x`` itself, in place) is part of the table the call
             # reads: read a copy, as numpy and Julia's ``broadcast!`` would
             # (rows written before they were read gave wrong sums).

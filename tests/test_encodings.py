@@ -131,19 +131,24 @@ def test_learned_decoding_steps_read_the_table_as_it_is_now(monkeypatch):
         pe(x, offset=3)
 
 
+class Subclass(np.ndarray):
+    """An ndarray subclass, which ``out`` may be."""
+
+
+@pytest.mark.parametrize("out_type", [np.ndarray, Subclass])
 @pytest.mark.parametrize("in_place", [True, False])
-def test_learned_output_in_the_table_it_reads(in_place):
+def test_learned_output_in_the_table_it_reads(in_place, out_type):
     """An ``out`` that is part of the table (training a table in place, rows
-    shifted) gets the sums of the table as it was before the call, as numpy
-    and Julia's ``broadcast!`` give, also after a call of the same layout
-    was remembered."""
+    shifted), an ndarray or a subclass, gets the sums of the table as it was
+    before the call, as numpy and Julia's ``broadcast!`` give, also after a
+    call of the same layout was remembered."""
     table = np.arange(60, dtype=np.float32).reshape(10, 6)
     pe = LearnedPE.from_table(table)
     warm = np.ones((3, 6, 1), np.float32)
     pe(warm, out=warm if in_place else np.empty_like(warm))  # remembered for this layout
     x = table[1:4, :, None] if in_place else np.ones((3, 6, 1), np.float32)
     expected = x + table[:3, :, None]
-    out = x if in_place else table[1:4, :, None]
+    out = (x if in_place else table[1:4, :, None]).view(out_type)
     assert pe(x, out=out) is out
     assert_bitwise_equal(out, expected)
     assert_bitwise_equal(table[:1], np.arange(6, dtype=np.float32)[None])  # rows not written
