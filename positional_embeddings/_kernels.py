@@ -1570,7 +1570,7 @@ def _absolute_loop(
         width = max(_PLANE_ELEMENTS // max(seq, 1), 1)  # channels laid out at a time
         groups = -(-channels // width)
         parts = min(_parts(traffic, groups), batch)
-        plane = partial(_plane, shape=(seq * channels, batch))
+        plane = partial(_plane, shape=_plane_shape(x))
         return _absolute_planes, groups * parts, plane, (embeddings, width, parts)
     if inner == 0:
         return _absolute_inner_seq, batch * channels, None, (embeddings,)
@@ -1641,15 +1641,22 @@ def _across(embeddings: np.ndarray) -> bool:
 def _planes(x: np.ndarray, out: np.ndarray | None) -> bool:
     """Whether each batch column's (seq, channel) plane is one run in ``x``
     and in ``out`` (None: in place), so that ``_plane`` views them."""
-    shape = (x.shape[0] * x.shape[1], x.shape[2])
-    return all(viewed(a, shape, "F") is not None for a in (x, out) if a is not None)
+    shape = _plane_shape(x)
+    return all(viewed(a.T, shape, "C") is not None for a in (x, out) if a is not None)
+
+
+def _plane_shape(x: np.ndarray) -> tuple[int, int]:
+    """The shape of ``_plane``'s view of ``x``: (batch, seq*channels)."""
+    return x.shape[2], x.shape[0] * x.shape[1]
 
 
 def _plane(a: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
-    """The (batch, seq*channels) view of a (seq, channel, batch) array
-    (``shape``: its transpose): a view, never a copy, for arrays laid out as
-    those ``_planes`` found to be one run per batch column."""
-    return a.reshape(shape, order="F").T
+    """The (batch, seq*channels) view of a (seq, channel, batch) array, of
+    ``shape``: a view, never a copy, for arrays laid out as those
+    ``_planes`` found to be one run per batch column.  (Reshaped from the
+    transpose in C order: ``reshape`` with ``order="F"`` took twice as long,
+    0.3 us, at each remembered call.)"""
+    return a.T.reshape(shape)
 
 
 @numba.njit(**JIT)

@@ -7,7 +7,7 @@ from functools import partial
 import numpy as np
 import pytest
 
-from positional_embeddings import AbsolutePE, RoPE, _direct, _kernels, absolute
+from positional_embeddings import AbsolutePE, LearnedPE, RoPE, _direct, _kernels, absolute, learned
 
 import reference
 from comparisons import (
@@ -339,30 +339,38 @@ def test_decoding_steps_of_more_than_three_dims_take_the_direct_path(monkeypatch
     ],
     ids=["step", "planes", "rows", "seq major", "batch first", "short batch", "batch inner"],
 )
-def test_every_loop_is_remembered(monkeypatch, layout, kernel):
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("encoding", ["absolute", "learned"])
+def test_every_loop_is_remembered(monkeypatch, layout, kernel, encoding, threads):
     """Repeated calls of one layout skip the checks whichever loop the layout
     takes, not only a decoding step's (a chunk of positions, a short
-    prompt): after a first checked call of each kind (allocating, ``out``,
-    in place), later ones at other offsets give the oracle's bits without
-    the checks' slow path; beyond the table, the checks raise Julia's error.
+    prompt), for AbsolutePE and LearnedPE, on one thread or split over two:
+    after a first checked call of each kind (allocating, ``out``, in place),
+    later ones at other offsets give the oracle's bits without the checks'
+    slow path; beyond the table, the checks raise Julia's error.  (The loop
+    named is AbsolutePE's on one thread: a step split over threads takes
+    another, and LearnedPE's table, position-major, others again.)
     """
     if kernel == "_absolute_inner_seq":  # the row loop, for sequences longer than 4
         monkeypatch.setattr(_kernels, "_SHORT_SEQUENCE", 4)
-    pe = AbsolutePE(16, 40)
-    runs = runs_recorded(monkeypatch, 1)
+    module = {"absolute": absolute, "learned": learned}[encoding]
+    pe = AbsolutePE(16, 40) if encoding == "absolute" else LearnedPE(40, 16, seed=7)
+    table = pe.embeddings if encoding == "absolute" else pe.embeddings.T
+    runs = runs_recorded(monkeypatch, threads)
     x = layout()
     seq = x.shape[0]
 
     def expected(position):
-        return reference.absolute_apply(x, pe.embeddings[:, position : position + seq])
+        return reference.absolute_apply(x, table[:, position : position + seq])
 
     assert_every_way_of_writing(partial(pe, offset=40 - seq), x, expected(40 - seq))
-    assert {run.kernel.__name__ for run in runs} == {kernel}
-    checked = absolute.add_embeddings
-    monkeypatch.setattr(absolute, "add_embeddings", refuse_checked_path)
+    if encoding == "absolute" and threads == 1:
+        assert {run.kernel.__name__ for run in runs} == {kernel}
+    checked = module.add_embeddings
+    monkeypatch.setattr(module, "add_embeddings", refuse_checked_path)
     for position in (7, 0, 39 - seq):
         assert_every_way_of_writing(partial(pe, offset=position), x, expected(position))
-    monkeypatch.setattr(absolute, "add_embeddings", checked)
+    monkeypatch.setattr(module, "add_embeddings", checked)
     with pytest.raises(ValueError, match="exceeds maximum length"):
         pe(x, offset=41 - seq)
 
