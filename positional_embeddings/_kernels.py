@@ -1412,9 +1412,9 @@ def _absolute_inner_channel(x, out, embeddings, block, offset, start, stop, post
 def _absolute_tiles(x, out, embeddings, across, offset, start, stop, post):  # type: ignore[no-untyped-def]
     """AbsolutePE where one of ``x`` and ``out`` has the seq axis innermost
     and the other the axis ``across`` (1: channels, 2: batch): range over
-    blocks of ``_TILE`` positions; in each, for every index of the third
-    axis, the block's positions of every index along ``across``, the
-    positions innermost.  A block's lines of both arrays along ``across``
+    tiles of ``_TILE`` positions; in each, for every index of the third
+    axis, the tile's positions of every index along ``across``, the
+    positions innermost.  A tile's lines of both arrays along ``across``
     are then read or written whole while they are in the first-level cache.
     """
     posted(post)
@@ -1423,23 +1423,26 @@ def _absolute_tiles(x, out, embeddings, across, offset, start, stop, post):  # t
     count, size = _blocks_down(start, stop, (seq + _TILE - 1) // _TILE, out.nbytes)
     for k in range(count):
         lo, hi = _block_down(start, stop, size, k)
-        for block in range(lo, hi):
-            first = block * _TILE
-            n = min(_TILE, seq - first)
+        for tile in range(lo, hi):
+            first = tile * _TILE
+            rows = embeddings[:, offset + first : offset + min(first + _TILE, seq)]
             if across == 2:
                 for c in range(channels):
-                    row = embeddings[c, offset + first : offset + first + n]
                     for b in range(batch):
-                        for j in range(n):
-                            s = first + j
-                            out[s, c, b] = _add(_load(x[s, c, b]), row[j], out)
+                        _add_positions(x, out, rows[c], first, c, b)
             else:
                 for b in range(batch):
                     for c in range(channels):
-                        row = embeddings[c, offset + first : offset + first + n]
-                        for j in range(n):
-                            s = first + j
-                            out[s, c, b] = _add(_load(x[s, c, b]), row[j], out)
+                        _add_positions(x, out, rows[c], first, c, b)
+
+
+@numba.njit(**JIT_INLINED)
+def _add_positions(x, out, row, first, c, b):  # type: ignore[no-untyped-def]
+    """Positions ``first ..`` of channel ``c`` and batch column ``b``, as many
+    as ``row`` holds: the table's run of that channel from position ``first``."""
+    for j in range(row.shape[0]):
+        s = first + j
+        out[s, c, b] = _add(_load(x[s, c, b]), row[j], out)
 
 
 @numba.njit(**JIT_INLINED)
