@@ -1302,9 +1302,10 @@ channels) are added a group of channels at a time."""
 
 
 _TILE = 16
-"""Side of the square tiles in which ``_table_plane`` lays out a
-position-major table: a tile's positions of 16 channels share their lines
-(64 bytes of float32)."""
+"""Positions of a tile: of the square tiles in which ``_table_plane`` lays
+out a position-major table (a tile's positions of 16 channels share their
+lines, 64 bytes of float32), and of ``_absolute_tiles``'s (16 positions of
+float32, a line of an array with the sequence innermost)."""
 
 
 @numba.njit(**JIT)
@@ -1318,8 +1319,8 @@ def _table_plane(embeddings, offset, plane):  # type: ignore[no-untyped-def]
     read was a line of its own."""
     channels = embeddings.shape[0]
     seq = plane.size // max(channels, 1)
-    across = embeddings.strides[0] < embeddings.strides[1]
-    step = _TILE if across else max(seq, 1)
+    position_major = embeddings.strides[0] < embeddings.strides[1]  # as ``_position_major``
+    step = _TILE if position_major else max(seq, 1)
     for first in range(0, seq, step):
         n = min(step, seq - first)
         for c0 in range(0, channels, _TILE):
@@ -1569,7 +1570,7 @@ def _absolute_loop(
     across = _smallest_stride(x)  # where inner is 0 and this is not: tiles
     if inner == 0 and across != 0:
         return _absolute_tiles, (seq + _TILE - 1) // _TILE, None, (embeddings, across)
-    if inner == 0 and (seq <= _SHORT_SEQUENCE or _across(embeddings)) and _planes(x, out):
+    if inner == 0 and (seq <= _SHORT_SEQUENCE or _position_major(embeddings)) and _planes(x, out):
         width = max(_PLANE_ELEMENTS // max(seq, 1), 1)  # channels laid out at a time
         groups = -(-channels // width)
         parts = min(_parts(traffic, groups), batch)
@@ -1604,7 +1605,7 @@ def _absolute_inner(x: np.ndarray, out: np.ndarray | None) -> int:
     (seq, channel) plane apart: on one thread, (4096, 512, 16) float32 from
     C order into F took 602-605 ms that way, 418-419 ms following ``x``.
     Following ``x`` writes each of ``out``'s lines an element at a time,
-    long before its next (on two threads: 372 ms, 116 ms in tiles;
+    long before its next (on two threads: 372 ms, 58-116 ms in tiles;
     (100, 512, 32) 2.9 and 1.1 ms, (8, 512, 32) 529 and 107 us, (512, 512,
     1) 1.0 and 0.22 ms).  From the sequence innermost into another axis
     (F order into C) the loop follows ``out`` without tiles, whose stores
@@ -1631,7 +1632,7 @@ def _parts(traffic: int, units: int) -> int:
     return 1 if _parallel.serial(traffic) else -(-_parallel.thread_count() // max(units, 1))
 
 
-def _across(embeddings: np.ndarray) -> bool:
+def _position_major(embeddings: np.ndarray) -> bool:
     """Whether a (channel, position) table is position-major (each
     position's channels adjacent), which the loop along positions,
     ``_absolute_inner_seq``, would read an element per line: such tables
