@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 from positional_embeddings import (
-    AbsolutePE,
     RoPE,
     _direct,
     _kernels,
@@ -750,36 +749,27 @@ def test_a_remembered_call_covers_only_what_both_table_copies_cover(batch):
 def test_layouts_never_remembered_are_not_probed_at_every_call(monkeypatch):
     """Layouts that no call is remembered for (Hugging Face's queries cut
     from a longer cache along both the positions and the heads, whose axes
-    merge in no order; AbsolutePE over more positions than a decoding step)
-    are found out at their first call: later calls of them neither probe the
-    new output's layout (an array of its size) nor search for a loop, and
-    give the same bits."""
+    merge in no order) are found out at their first call: later calls of
+    them neither probe the new output's layout (an array of its size) nor
+    search for a loop, and give the same bits."""
     probes, searches = [], []
     same_steps, rope_direct = _direct._same_steps, rope_module.rope_direct
     monkeypatch.setattr(_direct, "_same_steps", lambda *a: probes.append(a) or same_steps(*a))
     monkeypatch.setattr(
         rope_module, "rope_direct", lambda *a: searches.append(a) or rope_direct(*a)
     )
-    rope, pe = RoPE(8, 40), AbsolutePE(8, 40)
+    rope = RoPE(8, 40)
     values = sample((8, 30, 5, 2), np.float32, seed=44)
     cache = np.zeros((2, 40, 6, 8), np.float32)  # (batch, seq, heads, head) in memory
     cache[:, :30, :5] = values.transpose(3, 1, 2, 0)
     hugging_face = cache[:, :30, :5].transpose(3, 1, 2, 0)
     expected = reference.rope_apply(values, rope.cos_cached[:, :30], rope.sin_cached[:, :30])
-    positions = sample((30, 8, 5), np.float32, seed=45)
-    added = reference.absolute_apply(positions, pe.embeddings[:, :30])
-    calls = [
-        (partial(rope, hugging_face), expected),
-        (partial(pe, positions), added),
-    ]
-    for call, result in calls:
-        assert_bitwise_equal(call(), result)
+    assert_bitwise_equal(rope(hugging_face), expected)
     first = len(probes), len(searches)
     for _ in range(3):
-        for call, result in calls:
-            assert_bitwise_equal(call(), result)
+        assert_bitwise_equal(rope(hugging_face), expected)
     assert (len(probes), len(searches)) == first
-    assert len(rope._direct) == len(pe._direct) == 0
+    assert len(rope._direct) == 0
 
 
 @pytest.mark.parametrize("head, batch", [(16, 2), (16, 4), (14, 9), (16, 17)])
