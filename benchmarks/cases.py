@@ -386,18 +386,20 @@ def cached_key(settings: Settings, cache: tuple[int, ...]) -> Row:
     return _measure("decode", case, key, "", contenders, "np.copyto", settings)
 
 
-def pe_decode(settings: Settings, order: str, batch_first: bool = False) -> Row:
+def pe_decode(settings: Settings, order: str, batch_first: bool = False, seq: int = 1) -> Row:
     """AbsolutePE's decoding step at position 0: ``pe(x)`` on ``(1, 512, 32)``
     float32 (the Julia docs' features and batch), or ``pe(x,
     batch_first=True)`` on ``(32, 1, 512)`` (numpy and torch add the table
-    to its (seq, features, batch) view): microseconds per call."""
-    pe = _absolute_pe(512, 1)
-    x = _array((32, 1, 512) if batch_first else (1, 512, 32), np.float32, order)
+    to its (seq, features, batch) view): microseconds per call.  With
+    ``seq``, a chunk of that many positions (a prefill in chunks)."""
+    pe = _absolute_pe(512, seq)
+    x = _array((32, seq, 512) if batch_first else (seq, 512, 32), np.float32, order)
     layer = partial(pe, batch_first=True) if batch_first else pe
     julia_axes = x.transpose(1, 2, 0) if batch_first else x
     contenders, floor = _plain_call(layer, x, "new")
     contenders |= {"numpy": pe_numpy(pe, julia_axes), "torch": pe_torch(pe, julia_axes)}
-    case = "decode pe(x, batch_first=True)" if batch_first else "decode pe(x)"
+    step = "decode" if seq == 1 else "chunk"
+    case = f"{step} pe(x, batch_first=True)" if batch_first else f"{step} pe(x)"
     return _measure("decode", case, x, order, contenders, floor, settings)
 
 
@@ -430,6 +432,24 @@ def other_layout(settings: Settings, kind: str, shape: tuple[int, ...]) -> Row:
         layer, case = RoPE(shape[0], shape[1]), "rope(x), one batch column"
     contenders, floor = _plain_call(layer, x, "new")
     return _measure("layouts", case, x, "C", contenders, floor, settings)
+
+
+def pe_across(settings: Settings, shape: tuple[int, ...]) -> Row:
+    """``pe(x, out=out)`` float32 from a C-order ``x`` into an F-order
+    ``out``: the sequence innermost in ``out``, not in ``x`` (a prompt's
+    embeddings written where a Julia-order array keeps them), against
+    ``np.copyto`` across the same two orders."""
+    pe = _absolute_pe(shape[1], shape[0])
+    x = _array(shape, np.float32, "C")
+    out = np.empty(shape, np.float32, order="F")
+    contenders: dict[str, Callable[[], object] | None] = {
+        "floor": partial(np.copyto, out, x),
+        "ours": partial(pe, x, out=out),
+        "numpy": pe_numpy(pe, x),
+        "torch": pe_torch(pe, x),
+    }
+    case = "pe(x, out=out), out in the other order"
+    return _measure("layouts", case, x, "C", contenders, "np.copyto", settings)
 
 
 def stored_layout(
@@ -590,6 +610,7 @@ def all_cases(quick: bool) -> list[Case]:
     )
     cases += [Case("decode", partial(pe_decode, order=order)) for order in "CF"]
     cases.append(Case("decode", partial(pe_decode, order="C", batch_first=True)))
+    cases += [Case("decode", partial(pe_decode, order=order, seq=8)) for order in "CF"]
     absolute = size((4096, 512, 16), (64, 512, 2))
     pe_rows = [("pe", size((100, 512, 32), (10, 512, 4))), ("pe", absolute), ("pe-out", absolute)]
     cases += [
@@ -605,6 +626,7 @@ def all_cases(quick: bool) -> list[Case]:
         Case("layouts", partial(other_layout, kind=kind, shape=shape))
         for kind, shape in layout_rows
     ]
+    cases.append(Case("layouts", partial(pe_across, shape=size((8, 512, 32), (8, 16, 4)))))
     stored_rows = [
         ("rope", size((128, 4096, 32), (128, 64, 4)), (1, 2, 0)),
         ("pe", absolute, (0, 2, 1)),
