@@ -80,12 +80,17 @@ class DirectCalls:
         return key in self._records
 
     def call(
-        self, x: np.ndarray, out: np.ndarray | None, where: int | np.ndarray
+        self,
+        x: np.ndarray,
+        out: np.ndarray | None,
+        offset: int,
+        ids: np.ndarray | None = None,
     ) -> np.ndarray | None:
         """The result of the remembered call for ``x`` (an ndarray) into
-        ``out`` (None: a new output) at ``where``, an integer offset or an
-        ndarray of position ids, or None where there is none or its
-        conditions do not hold (then the caller takes the checked path)."""
+        ``out`` (None: a new output) at the integer ``offset``, or with
+        ``ids``, an ndarray of position ids (``offset`` then 0), or None
+        where there is none or its conditions do not hold (then the caller
+        takes the checked path)."""
         shape = x.shape
         if out is None:
             key: tuple[Any, ...] = (shape, x.strides, x.dtype, NEW)
@@ -95,14 +100,16 @@ class DirectCalls:
             key = (shape, x.strides, x.dtype, out.strides, out.dtype)
         else:
             return None
-        if isinstance(where, np.ndarray):
-            record = self._records.get((*key, where.shape, where.strides, where.dtype))
-            if record is None or not ids_within(where, record[0] + shape[1]):
+        where: int | np.ndarray = offset
+        if ids is None:
+            record = self._records.get(key)
+            if record is None or not 0 <= offset <= record[0]:
                 return None
         else:
-            record = self._records.get(key)
-            if record is None or not 0 <= where <= record[0]:
+            record = self._records.get((*key, ids.shape, ids.strides, ids.dtype))
+            if record is None or not ids_within(ids, record[0] + shape[1]):
                 return None
+            where = ids
         _, entry, args, length, order, dtype = record
         if out is None:
             y = np.empty_like(x, dtype) if order is None else np.empty(shape, dtype, order)

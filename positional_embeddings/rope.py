@@ -317,7 +317,7 @@ class RoPE:
             if positions is None:
                 y = self._direct.call(x, out, offset)
             elif type(positions) is np.ndarray and offset == 0:
-                y = self._direct.call(x, out, positions)
+                y = self._direct.call(x, out, 0, positions)
             else:
                 y = None
             if y is not None:
