@@ -427,6 +427,68 @@ def test_out_laid_out_across_x(monkeypatch, shape, x_order, out_order, loop, thr
         assert_bitwise_equal(x, before)
 
 
+@pytest.mark.parametrize("batch", [2, 3, 4])
+@pytest.mark.parametrize("dtype", INPUT_DTYPES)
+@pytest.mark.parametrize("threads", [1, 2])
+def test_short_batches_in_c_order(monkeypatch, batch, dtype, threads):
+    """C-contiguous arrays of 2-4 batch columns, whose rows are too short to
+    vectorise, run a loop unrolled along the batch (``_rope_short_batch``):
+    the oracle's bits allocating, into ``out`` and in place, after an offset
+    and with position ids, for the half split, interleaved pairs, an odd
+    head and tables whose partner rows differ, on one thread or two; the
+    backward pass gives the bits it gives in Julia's order."""
+    split_over(monkeypatch, threads)
+    cos, sin = sample((16, 40), np.float32, seed=1), sample((16, 40), np.float32, seed=2)
+    layers = [
+        (RoPE(16, 40), reference.half_pairs(16)),
+        (RoPE(16, 40, interleaved=True), reference.interleaved_pairs(16)),
+        (RoPE(15, 40, interleaved=True), reference.interleaved_pairs(15)),
+        (RoPE.from_tables(16, cos, sin), reference.half_pairs(16)),
+    ]
+    ids = np.array([3, 0, 39, 7, 7, 1, 2, 30, 12])
+    for rope, pairs in layers:
+        x = sample((rope.head_size, 9, batch), dtype, seed=batch)
+        before = x.copy()
+        loop, _ = _kernels._rope_loop(x, None, 0, _kernels._traffic(x, None))
+        assert loop is _kernels._rope_short_batch
+        for offset, positions in ((0, None), (31, None), (0, ids)):
+            columns = np.arange(offset, offset + 9) if positions is None else positions
+            expected = reference.rope_apply_pairs(
+                x, rope.cos_cached, rope.sin_cached, pairs, columns[:, None]
+            )
+            call = partial(rope, offset=offset, positions=positions)
+            assert_bitwise_equal(call(x), expected)
+            out = np.empty_like(expected)
+            assert call(x, out=out) is out
+            assert_bitwise_equal(out, expected)
+            if x.dtype == expected.dtype:
+                y = x.copy()
+                assert call(y, out=y) is y
+                assert_bitwise_equal(y, expected)
+        assert_bitwise_equal(x, before)
+        if x.dtype.kind == "f":
+            assert_bitwise_equal(rope.backward(x), rope.backward(np.asfortranarray(x)))
+
+
+@pytest.mark.parametrize(
+    "shape, order",
+    [((16, 9, 5), "C"), ((16, 9, 3), "F"), ((16, 9, 6), "C")],
+)
+def test_short_batches_only_contiguous_and_up_to_four(shape, order):
+    """The loop unrolled along the batch runs C-contiguous arrays of 2-4
+    batch columns only: not a batch of 5, nor Julia's order, nor a view cut
+    from a larger array, nor ids per batch column."""
+    x = np.asarray(sample(shape, np.float32), order=order)
+    assert _kernels._rope_loop(x, None, 0, _kernels._traffic(x, None))[0] is not (
+        _kernels._rope_short_batch
+    )
+    cut = sample((16, 9, 3), np.float32)[:, :, :2]
+    assert _kernels._rope_loop(cut, None, 0, 0)[0] is _kernels._rope_inner_batch
+    short = sample((16, 9, 3), np.float32)
+    per_column = np.zeros((9, 3), np.intp)
+    assert _kernels._rope_loop(short, None, per_column, 0)[0] is _kernels._rope_inner_batch
+
+
 def test_bad_out():
     rope = RoPE(4, 4)
     x = np.zeros((4, 4, 2), np.float32)
@@ -699,12 +761,13 @@ def test_repeated_calls_split_over_threads_take_the_direct_path(monkeypatch, ord
         assert (start, stop) == (0, run.length) and middle == resume
 
 
-@pytest.mark.parametrize("batch", [16, 1])
+@pytest.mark.parametrize("batch", [16, 3, 1])
 def test_loops_along_positions_are_remembered_for_the_positions_their_tables_cover(
     monkeypatch, batch
 ):
     """The loops that read the tables along positions (C order: the batch
-    innermost, or the sequence with one batch column) read copies of the
+    innermost, unrolled for a short batch, or the sequence with one batch
+    column) read copies of the
     tables' first positions, grown as calls need more: a remembered call
     serves the offsets its copies cover, and a call beyond them takes the
     checked path once, which grows them and remembers again.  Same bits
@@ -720,7 +783,8 @@ def test_loops_along_positions_are_remembered_for_the_positions_their_tables_cov
 
     monkeypatch.setattr(RoPE, "_apply", counted)
     kernel = _kernels._rope_loop(x, None, 0, 2 * x.nbytes)[0]
-    assert kernel is (_kernels._rope_inner_batch if batch > 1 else _kernels._rope_inner_seq)
+    loops = {16: _kernels._rope_inner_batch, 3: _kernels._rope_short_batch}
+    assert kernel is loops.get(batch, _kernels._rope_inner_seq)
     for offset in (0, 0, 5, 0, 20, 12, 3, 54, 54, 40):
         columns = slice(offset, offset + 10)
         expected = reference.rope_apply(x, rope.cos_cached[:, columns], rope.sin_cached[:, columns])
