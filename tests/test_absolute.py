@@ -334,10 +334,20 @@ def test_decoding_steps_of_more_than_three_dims_take_the_direct_path(monkeypatch
             lambda: sample((4, 5, 16), np.float32, seed=4).transpose(1, 2, 0),
             "_absolute_inner_channel",
         ),
-        (lambda: sample((5, 16, 4), np.float32, seed=5), "_absolute_inner_channel"),
+        (lambda: sample((5, 16, 4), np.float32, seed=5), "_absolute_short_batch"),
+        (lambda: sample((5, 16, 6), np.float32, seed=5), "_absolute_inner_channel"),
         (lambda: sample((5, 16, 32), np.float32, seed=6), "_absolute_inner_batch"),
     ],
-    ids=["step", "planes", "rows", "seq major", "batch first", "short batch", "batch inner"],
+    ids=[
+        "step",
+        "planes",
+        "rows",
+        "seq major",
+        "batch first",
+        "short batch",
+        "batch of 6",
+        "batch inner",
+    ],
 )
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("encoding", ["absolute", "learned"])
@@ -373,6 +383,37 @@ def test_every_loop_is_remembered(monkeypatch, layout, kernel, encoding, threads
     monkeypatch.setattr(module, "add_embeddings", checked)
     with pytest.raises(ValueError, match="exceeds maximum length"):
         pe(x, offset=41 - seq)
+
+
+@pytest.mark.parametrize("batch", [2, 3, 4])
+@pytest.mark.parametrize("dtype", INPUT_DTYPES)
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("encoding", ["absolute", "learned"])
+def test_short_batches_in_c_order(monkeypatch, batch, dtype, threads, encoding):
+    """C-contiguous arrays of 2-4 batch columns, whose rows are too short to
+    vectorise, run a loop unrolled along the batch (``_absolute_short_batch``)
+    for AbsolutePE and LearnedPE (whose table is laid out otherwise): the
+    oracle's bits allocating, into ``out`` and in place, at offsets, on one
+    thread or two, and ``x`` left alone."""
+    pe = AbsolutePE(16, 40) if encoding == "absolute" else LearnedPE(40, 16, seed=7)
+    table = pe.embeddings if encoding == "absolute" else pe.embeddings.T
+    runs = runs_recorded(monkeypatch, threads)
+    x = sample((9, 16, batch), dtype, seed=batch)
+    before = x.copy()
+    for position in (0, 31, 5):
+        expected = reference.absolute_apply(x, table[:, position : position + 9])
+        call = partial(pe, offset=position)
+        assert_bitwise_equal(call(x), expected)
+        out = np.empty_like(expected)
+        assert call(x, out=out) is out
+        assert_bitwise_equal(out, expected)
+        if x.dtype == expected.dtype:
+            y = x.copy()
+            assert call(y, out=y) is y
+            assert_bitwise_equal(y, expected)
+    assert_bitwise_equal(x, before)
+    if threads == 1:
+        assert {run.kernel.__name__ for run in runs} == {"_absolute_short_batch"}
 
 
 @pytest.mark.parametrize("order", ["C", "F"])
