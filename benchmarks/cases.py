@@ -421,15 +421,22 @@ def pe_call(settings: Settings, shape: tuple[int, ...], order: str, with_out: bo
 
 
 def other_layout(settings: Settings, kind: str, shape: tuple[int, ...]) -> Row:
-    """Layouts whose innermost axis runs along table positions, C order,
-    float32: ``pe(x, batch_first=True)`` on (batch, seq, features) and
-    ``rope(x)`` on (head, seq, 1)."""
+    """C-order float32 layouts whose innermost axis is not one along which
+    most loops vectorise: along table positions, ``pe(x, batch_first=True)``
+    on (batch, seq, features) and ``rope(x)`` on (head, seq, 1); a batch of
+    a few columns (rows too short to vectorise, which the loops unroll),
+    ``rope(x)`` on (head, seq, batch) and ``pe(x)`` on (seq, features,
+    batch)."""
     x = _array(shape, np.float32, "C")
+    batch = "one batch column" if shape[2] == 1 else f"a batch of {shape[2]}"
+    layer: Callable[..., object]
     if kind == "pe":
-        layer: Callable[..., object] = partial(_absolute_pe(shape[2], shape[1]), batch_first=True)
+        layer = partial(_absolute_pe(shape[2], shape[1]), batch_first=True)
         case = "pe(x, batch_first=True)"
+    elif kind == "pe-short":
+        layer, case = _absolute_pe(shape[1], shape[0]), f"pe(x), {batch}"
     else:
-        layer, case = RoPE(shape[0], shape[1]), "rope(x), one batch column"
+        layer, case = RoPE(shape[0], shape[1]), f"rope(x), {batch}"
     contenders, floor = _plain_call(layer, x, "new")
     return _measure("layouts", case, x, "C", contenders, floor, settings)
 
@@ -621,6 +628,8 @@ def all_cases(quick: bool) -> list[Case]:
     layout_rows = [
         ("pe", size((32, 256, 512), (2, 20, 16))),
         ("rope", size((128, 4096, 1), (16, 70, 1))),
+        ("rope", size((128, 4096, 4), (16, 70, 4))),
+        ("pe-short", size((4096, 512, 4), (64, 16, 4))),
     ]
     cases += [
         Case("layouts", partial(other_layout, kind=kind, shape=shape))
