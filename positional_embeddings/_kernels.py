@@ -300,6 +300,20 @@ def _ov_sequence_window(row, positions, seq):  # type: ignore[no-untyped-def]
     return lambda row, positions, seq: row
 
 
+@numba.njit(**JIT_INLINED)
+def _pair_windows(cos, sin, shared, h1, h2, positions, seq):  # type: ignore[no-untyped-def]
+    """The tables' windows (``_sequence_window``) that the pair of channels
+    ``h1, h2`` reads along a sequence of ``seq`` positions, as ``(c1, s1,
+    c2, s2)``: the loops along positions read them for each pair."""
+    t2 = _table_row(h1, h2, shared)
+    return (
+        _sequence_window(cos[h1], positions, seq),
+        _sequence_window(sin[h1], positions, seq),
+        _sequence_window(cos[t2], positions, seq),
+        _sequence_window(sin[t2], positions, seq),
+    )
+
+
 def _window_index(positions, s):  # type: ignore[no-untyped-def]
     """Where sequence index ``s`` reads its ``_sequence_window``: ``s`` itself
     after an offset (an index the compiler sees is never negative, so the
@@ -732,15 +746,7 @@ def _rope_short_batch(x, out, cos, sin, pairing, shared, batch, positions, start
                     _pass_through_row(x, written, s)
                 continue
             h1, h2 = _pair(i, half, pairing)
-            t2 = _table_row(h1, h2, shared)
-            c1, s1 = (
-                _sequence_window(cos[h1], positions, seq),
-                _sequence_window(sin[h1], positions, seq),
-            )
-            c2, s2 = (
-                _sequence_window(cos[t2], positions, seq),
-                _sequence_window(sin[t2], positions, seq),
-            )
+            c1, s1, c2, s2 = _pair_windows(cos, sin, shared, h1, h2, positions, seq)
             r1, r2 = x[h1].ravel(), x[h2].ravel()
             w1, w2 = _written_plane(r1, out, h1), _written_plane(r2, out, h2)
             for s in range(seq):
@@ -873,15 +879,7 @@ def _rope_inner_seq(x, out, cos, sin, pairing, shared, positions, start, stop, p
                         out[head - 1, b, s] = _pass_through(x[head - 1, b, s], out)
                 continue
             h1, h2 = _pair(i, half, pairing)
-            t2 = _table_row(h1, h2, shared)
-            c1, s1 = (
-                _sequence_window(cos[h1], positions, seq),
-                _sequence_window(sin[h1], positions, seq),
-            )
-            c2, s2 = (
-                _sequence_window(cos[t2], positions, seq),
-                _sequence_window(sin[t2], positions, seq),
-            )
+            c1, s1, c2, s2 = _pair_windows(cos, sin, shared, h1, h2, positions, seq)
             for b in range(batch):
                 for s in range(seq):
                     p = _window_index(positions, s)

@@ -402,15 +402,7 @@ def test_short_batches_in_c_order(monkeypatch, batch, dtype, threads, encoding):
     before = x.copy()
     for position in (0, 31, 5):
         expected = reference.absolute_apply(x, table[:, position : position + 9])
-        call = partial(pe, offset=position)
-        assert_bitwise_equal(call(x), expected)
-        out = np.empty_like(expected)
-        assert call(x, out=out) is out
-        assert_bitwise_equal(out, expected)
-        if x.dtype == expected.dtype:
-            y = x.copy()
-            assert call(y, out=y) is y
-            assert_bitwise_equal(y, expected)
+        assert_every_way_of_writing(partial(pe, offset=position), x, expected)
     assert_bitwise_equal(x, before)
     if threads == 1:
         assert {run.kernel.__name__ for run in runs} == {"_absolute_short_batch"}

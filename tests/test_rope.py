@@ -457,14 +457,7 @@ def test_short_batches_in_c_order(monkeypatch, batch, dtype, threads):
                 x, rope.cos_cached, rope.sin_cached, pairs, columns[:, None]
             )
             call = partial(rope, offset=offset, positions=positions)
-            assert_bitwise_equal(call(x), expected)
-            out = np.empty_like(expected)
-            assert call(x, out=out) is out
-            assert_bitwise_equal(out, expected)
-            if x.dtype == expected.dtype:
-                y = x.copy()
-                assert call(y, out=y) is y
-                assert_bitwise_equal(y, expected)
+            assert_every_way_of_writing(call, x, expected)
         assert_bitwise_equal(x, before)
         if x.dtype.kind == "f":
             assert_bitwise_equal(rope.backward(x), rope.backward(np.asfortranarray(x)))
