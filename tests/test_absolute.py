@@ -16,7 +16,7 @@ from comparisons import (
     refuse_checked_path,
     ulp_distance,
 )
-from test_rope import INPUT_DTYPES, layouts, runs_recorded, sample, stored
+from test_rope import INPUT_DTYPES, SHORT_BATCHES, layouts, runs_recorded, sample, stored
 
 
 def test_upstream_specific_output_values():
@@ -385,8 +385,7 @@ def test_every_loop_is_remembered(monkeypatch, layout, kernel, encoding, threads
         pe(x, offset=41 - seq)
 
 
-@pytest.mark.parametrize("batch", [2, 3, 4])
-@pytest.mark.parametrize("dtype", INPUT_DTYPES)
+@pytest.mark.parametrize("batch, dtype", SHORT_BATCHES)
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("encoding", ["absolute", "learned"])
 def test_short_batches_in_c_order(monkeypatch, batch, dtype, threads, encoding):
