@@ -787,6 +787,13 @@ def _written_flat(flat, out):  # type: ignore[no-untyped-def]
     ``_written``)."""
 
 
+@overload(_written_flat, jit_options=JIT, inline="always")
+def _ov_written_flat(flat, out):  # type: ignore[no-untyped-def]
+    if isinstance(out, types.NoneType):
+        return lambda flat, out: _in_place(flat)
+    return lambda flat, out: out.ravel()
+
+
 def _written_part(run, target, index, size, out):  # type: ignore[no-untyped-def]
     """The run a loop writes for ``run`` (``_part(flat, index, size)``):
     ``_part(target, index, size)``, or in place (``out`` None) ``run``
@@ -800,13 +807,6 @@ def _ov_written_part(run, target, index, size, out):  # type: ignore[no-untyped-
     if isinstance(out, types.NoneType):
         return lambda run, target, index, size, out: _in_place(run)
     return lambda run, target, index, size, out: _part(target, index, size)
-
-
-@overload(_written_flat, jit_options=JIT, inline="always")
-def _ov_written_flat(flat, out):  # type: ignore[no-untyped-def]
-    if isinstance(out, types.NoneType):
-        return lambda flat, out: _in_place(flat)
-    return lambda flat, out: out.ravel()
 
 
 @numba.njit(**JIT)
@@ -908,14 +908,16 @@ read x and both tables with strides and measured 1-4x slower."""
 
 
 _UNROLLED_BATCH = 4
-"""RoPE in C order with a batch of 2 up to this many columns runs
-``_rope_short_batch``, which the compiler unrolls along the batch: rows of
-so few elements do not vectorise in ``_rope_inner_batch``.  On the AVX-512
-AMD EPYC development machine, ``rope(x, out=out)`` on float32 (128, 512,
-b) in cache, one thread, took 20, 26 and 31 us for batches of 2, 3 and 4
-against 78, 90 and 64 us, and 112 against 311 us on (128, 4096, 2)
-(``np.copyto``: 6, 11, 18 and 64 us); float64 alike.  With 5-7 columns
-the unrolled loop does not vectorise and took 1.5-3x as long."""
+"""C-order arrays with a batch of 2 up to this many columns run loops the
+compiler unrolls along the batch, ``_rope_short_batch`` and
+``_absolute_short_batch``: rows of so few elements do not vectorise in the
+batch loops.  On the AVX-512 AMD EPYC development machine, ``rope(x,
+out=out)`` on float32 (128, 512, b) in cache, one thread, took 20, 26 and
+31 us for batches of 2, 3 and 4 against 78, 90 and 64 us, and 112 against
+311 us on (128, 4096, 2) (``np.copyto``: 6, 11, 18 and 64 us); float64
+alike; ``pe(x, out=out)`` on (512, 512, 2/3/4) 46-62 against 139-206 us.
+With 5-7 columns the unrolled RoPE loop does not vectorise and took 1.5-3x
+as long."""
 
 
 _FEW_POSITIONS = 2
