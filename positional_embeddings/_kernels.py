@@ -781,32 +781,19 @@ def _part(run, index, size):  # type: ignore[no-untyped-def]
     return run[index * size : (index + 1) * size]
 
 
-def _written_flat(flat, out):  # type: ignore[no-untyped-def]
-    """The flat run a loop writes for ``flat`` (``x.ravel()``, C order):
-    ``out.ravel()``, or ``flat`` itself in place (``out`` None, as
-    ``_written``)."""
-
-
-@overload(_written_flat, jit_options=JIT, inline="always")
-def _ov_written_flat(flat, out):  # type: ignore[no-untyped-def]
-    if isinstance(out, types.NoneType):
-        return lambda flat, out: _in_place(flat)
-    return lambda flat, out: out.ravel()
-
-
-def _written_part(run, target, index, size, out):  # type: ignore[no-untyped-def]
-    """The run a loop writes for ``run`` (``_part(flat, index, size)``):
-    ``_part(target, index, size)``, or in place (``out`` None) ``run``
-    itself, so that the compiler sees each element written where it was
-    read (as another view of the same part, the loop took its scalar
-    fallback: 2.5x as long in place)."""
+def _written_part(run, out, index, size):  # type: ignore[no-untyped-def]
+    """The run a loop writes for ``run`` (``_part`` ``index`` of ``x``'s
+    flat view): that part of ``out`` (its flat view), or in place (``out``
+    None) ``run`` itself, so that the compiler sees each element written
+    where it was read (as another view of the same part, the loop took its
+    scalar fallback: 2.5x as long in place)."""
 
 
 @overload(_written_part, jit_options=JIT, inline="always")
-def _ov_written_part(run, target, index, size, out):  # type: ignore[no-untyped-def]
+def _ov_written_part(run, out, index, size):  # type: ignore[no-untyped-def]
     if isinstance(out, types.NoneType):
-        return lambda run, target, index, size, out: _in_place(run)
-    return lambda run, target, index, size, out: _part(target, index, size)
+        return lambda run, out, index, size: _in_place(run)
+    return lambda run, out, index, size: _part(out, index, size)
 
 
 @numba.njit(**JIT)
@@ -1558,7 +1545,7 @@ def _absolute_short_batch(x, out, embeddings, batch, offset, start, stop, post):
     posted(post)
     written = _written(x, out)
     flat = x.ravel()
-    target = _written_flat(flat, out)
+    target = None if out is None else out.ravel()
     by_position = embeddings.T
     channels = x.shape[1]
     columns = len(batch)
@@ -1568,7 +1555,7 @@ def _absolute_short_batch(x, out, embeddings, batch, offset, start, stop, post):
         lo, hi = _block_down(start, stop, size, k)
         for s in range(lo, hi):
             run = _part(flat, s, plane)
-            dest = _written_part(run, target, s, plane, out)
+            dest = _written_part(run, target, s, plane)
             p = s + offset
             for c in range(channels):
                 value = by_position[p, c]
