@@ -425,8 +425,8 @@ def other_layout(settings: Settings, kind: str, shape: tuple[int, ...]) -> Row:
     most loops vectorise: along table positions, ``pe(x, batch_first=True)``
     on (batch, seq, features) and ``rope(x)`` on (head, seq, 1); a batch of
     a few columns (rows too short to vectorise, which the loops unroll),
-    ``rope(x)`` on (head, seq, batch) and ``pe(x)`` on (seq, features,
-    batch)."""
+    ``rope(x)`` on (head, seq, batch), a long sequence and a chunk of a few
+    positions, and ``pe(x)`` on (seq, features, batch)."""
     x = _array(shape, np.float32, "C")
     batch = "one batch column" if shape[2] == 1 else f"a batch of {shape[2]}"
     layer: Callable[..., object]
@@ -629,6 +629,7 @@ def all_cases(quick: bool) -> list[Case]:
         ("pe", size((32, 256, 512), (2, 20, 16))),
         ("rope", size((128, 4096, 1), (16, 70, 1))),
         ("rope", size((128, 4096, 4), (16, 70, 4))),
+        ("rope", size((128, 8, 4), (16, 8, 4))),
         ("pe-short", size((4096, 512, 4), (64, 16, 4))),
     ]
     cases += [

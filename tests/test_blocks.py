@@ -60,6 +60,7 @@ def _families():
         ("rope, head innermost", rope, np.asfortranarray(sample((8, 2_000, 9), f64, seed=2))),
         ("rope, odd interleaved", odd, sample((7, 2_000, 9), f64, seed=3)),
         ("rope, sequence innermost", rope, sample((8, 20_000, 1), f64, seed=4)),
+        ("rope, short batch", rope, sample((8, 20_000, 2), f64, seed=10)),
         ("pe, batch innermost", pe, sample((2_000, 8, 9), f64, seed=5)),
         ("pe, sequence innermost", pe, np.asfortranarray(sample((300, 8, 300), f64, seed=6))),
         ("pe, short batch", pe, sample((20_000, 8, 2), f64, seed=7)),
