@@ -43,11 +43,12 @@ class DirectCalls:
     kind on arrays of the same layouts: the next such call skips the checks'
     slow path, the choice of loop and Numba's type dispatch, and is checked
     only for what can change between two such calls (the offset's or the
-    ids' range; ``out``'s shape, flags and overlap with ``x``).  A record's
+    ids' range; ``out``'s flags and overlap with ``x``).  A record's
     key is ``x``'s shape, strides and dtype, then what the call writes
     into: ``NEW`` (a new output, laid out as ``np.empty_like(x)``),
-    ``IN_PLACE`` (``x`` itself), or ``out``'s strides and dtype (any
-    ``out``: a slot of a KV cache as well as a fresh array); with position
+    ``IN_PLACE`` (``x`` itself), or ``out``'s shape, strides and dtype (any
+    ``out``: a slot of a KV cache as well as a fresh array; an ``out`` of
+    another shape than ``x`` finds no record, and the checks refuse it); with position
     ids, their shape, strides and dtype last.  Inputs of more than 3 dims
     are remembered where their axes from the third on merge into one
     without copying (``merged``): the remembered call runs on such 3-D
@@ -97,7 +98,7 @@ class DirectCalls:
         elif out is x:
             key = (shape, x.strides, x.dtype, IN_PLACE)
         elif type(out) is np.ndarray:
-            key = (shape, x.strides, x.dtype, out.strides, out.dtype)
+            key = (shape, x.strides, x.dtype, out.shape, out.strides, out.dtype)
         else:
             return None
         where: int | np.ndarray = offset
@@ -123,10 +124,8 @@ class DirectCalls:
         # What the checks would refuse, for this one layout (``may_share``, inlined:
         # the flags are read once, each read building an object).
         flags = out.flags
-        if (
-            out.shape != shape
-            or not flags.behaved
-            or (not (flags.owndata and x.flags.owndata) and may_share_memory(x, out))
+        if not flags.behaved or (
+            not (flags.owndata and x.flags.owndata) and may_share_memory(x, out)
         ):
             return None
         entry(x, out, *args, where, 0, length, NO_POST)
@@ -163,7 +162,7 @@ class DirectCalls:
         in_place = out is x  # the loop compiled to write into x (see run_forward)
         # The key as ``call`` builds it (there inline, on the decoding step's path).
         key: tuple[Any, ...] = (x.shape, x.strides, x.dtype)
-        key += (NEW,) if new else (IN_PLACE,) if in_place else (out.strides, out.dtype)
+        key += (NEW,) if new else (IN_PLACE,) if in_place else (out.shape, out.strides, out.dtype)
         if ids is not None:
             key += (ids.shape, ids.strides, ids.dtype)
         kept = self._records.get(key)

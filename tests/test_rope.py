@@ -664,6 +664,10 @@ def test_repeated_calls_take_the_direct_path_with_the_same_results():
         rope(x, offset=40)
     with pytest.raises(TypeError, match="dtype float32"):
         rope(x, out=np.empty_like(x, dtype=np.float64))
+    longer = np.empty((17, 1, 4), np.float32)  # the remembered out's strides, not its shape
+    assert longer.strides == out.strides
+    with pytest.raises(ValueError, match="shape"):
+        rope(x, out=longer)
     big = np.zeros((16, 1, 8), np.float32)
     with pytest.raises(ValueError, match="overlaps"):
         rope(big[:, :, :4], out=big[:, :, 2:6])
