@@ -1431,10 +1431,20 @@ def _absolute_inner_seq(x, out, embeddings, offset, start, stop, post):  # type:
 
 
 _SHORT_SEQUENCE = 256
-"""Sequences up to this length take ``_absolute_planes`` in Julia's order:
-rows that short spend much of their time setting up each row's loop
-(measured on (seq, 512, batch) float32: seq 10-256 1.2-1.9x faster than
-row by row, 512 and longer no faster)."""
+"""Sequences up to this length take ``_absolute_planes`` in Julia's order
+(with ``_PLANE_BATCH`` batch columns or more): rows that short spend much
+of their time setting up each row's loop (measured on (seq, 512, batch)
+float32: seq 10-256 1.2-1.9x faster than row by row, 512 and longer no
+faster)."""
+
+_PLANE_BATCH = 3
+"""Batch columns from which ``_absolute_planes`` pays for laying out its
+plane, a pass over the table's part that each batch column then reads.
+On the AVX-512 AMD EPYC development machine, (2-256, 512, 1-2) float32 in
+Julia's order took 0.60-0.92x as long row by row as in planes (float64
+alike); with 3-4 batch columns, rows took 1.1-1.4x as long up to 8
+positions and 0.8-1.0x beyond; with 8-32, 2-6x at a few positions, about
+the same from 64."""
 
 _PLANE_ELEMENTS = 1 << 18
 """Table elements laid out at a time for ``_absolute_planes`` (1 MiB of
@@ -1742,7 +1752,8 @@ def _absolute_loop(
     across = _smallest_stride(x)  # where inner is 0 and this is not: tiles
     if inner == 0 and across != 0:
         return _absolute_tiles, (seq + _TILE - 1) // _TILE, None, (embeddings, across)
-    if inner == 0 and (seq <= _SHORT_SEQUENCE or _position_major(embeddings)) and _planes(x, out):
+    short = seq <= _SHORT_SEQUENCE and batch >= _PLANE_BATCH
+    if inner == 0 and (short or _position_major(embeddings)) and _planes(x, out):
         width = max(_PLANE_ELEMENTS // max(seq, 1), 1)  # channels laid out at a time
         groups = -(-channels // width)
         parts = min(_parts(traffic, groups), batch)

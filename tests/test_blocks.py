@@ -65,7 +65,7 @@ def _families():
         ("pe, sequence innermost", pe, np.asfortranarray(sample((300, 8, 300), f64, seed=6))),
         ("pe, short batch", pe, sample((20_000, 8, 2), f64, seed=7)),
         ("pe, batch first", pe, sample((3, 2_000, 8), f64, seed=8)),
-        ("pe, planes in groups", wide, np.asfortranarray(sample((256, 1_100, 2), f32, seed=9))),
+        ("pe, planes in groups", wide, np.asfortranarray(sample((256, 1_100, 3), f32, seed=9))),
     ]
 
 

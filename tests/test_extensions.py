@@ -331,8 +331,8 @@ def test_absolute_julia_order_in_planes(monkeypatch, threads, plane_elements):
     threads, blocks of batch columns split over threads): offsets, float16,
     integers and columns that are runs but not adjacent give the oracle's
     bits; planes that are not one run (a
-    strided channel axis) and longer sequences take the row loop, with the
-    same bits."""
+    strided channel axis), longer sequences and batches of one or two
+    columns take the row loop, with the same bits."""
     if plane_elements is not None:  # groups of 10 channels at seq 100, 3 at seq 256
         monkeypatch.setattr(_kernels, "_PLANE_ELEMENTS", plane_elements)
     runs = runs_recorded(monkeypatch, threads)
@@ -350,9 +350,11 @@ def test_absolute_julia_order_in_planes(monkeypatch, threads, plane_elements):
                 assert_bitwise_equal(y, before)
                 assert [run.kernel for run in runs] == [loop]
         wide = np.asfortranarray(sample((seq, 160, 3), np.float64, seed=7))[:, ::2]
-        runs.clear()
-        assert_bitwise_equal(pe(wide, offset=offset), reference.absolute_apply(wide, table))
-        assert [run.kernel for run in runs] == [rows]
+        two = np.asfortranarray(sample((seq, 80, 2), np.float64, seed=8))
+        for y in (wide, two):
+            runs.clear()
+            assert_bitwise_equal(pe(y, offset=offset), reference.absolute_apply(y, table))
+            assert [run.kernel for run in runs] == [rows]
 
 
 @pytest.mark.parametrize("threads", [1, 2])
