@@ -335,7 +335,8 @@ def test_decoding_steps_of_more_than_three_dims_take_the_direct_path(monkeypatch
             "_absolute_inner_channel",
         ),
         (lambda: sample((5, 16, 4), np.float32, seed=5), "_absolute_short_batch"),
-        (lambda: sample((5, 16, 6), np.float32, seed=5), "_absolute_inner_channel"),
+        # a view (contiguous arrays take the unrolled loop), float16: no in-place copy
+        (lambda: sample((5, 16, 8), np.float16, seed=5)[:, :, :6], "_absolute_inner_channel"),
         (lambda: sample((5, 16, 32), np.float32, seed=6), "_absolute_inner_batch"),
     ],
     ids=[
@@ -345,7 +346,7 @@ def test_decoding_steps_of_more_than_three_dims_take_the_direct_path(monkeypatch
         "seq major",
         "batch first",
         "short batch",
-        "batch of 6",
+        "6 of 8 columns",
         "batch inner",
     ],
 )
@@ -385,13 +386,17 @@ def test_every_loop_is_remembered(monkeypatch, layout, kernel, encoding, threads
         pe(x, offset=41 - seq)
 
 
-@pytest.mark.parametrize("batch, dtype", SHORT_BATCHES)
+@pytest.mark.parametrize(
+    "batch, dtype",
+    [*SHORT_BATCHES, (5, np.float32), (8, np.float32), (6, np.float16), (7, np.int8)],
+)
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("encoding", ["absolute", "learned"])
 def test_short_batches_in_c_order(monkeypatch, batch, dtype, threads, encoding):
-    """C-contiguous arrays of 2-4 batch columns, whose rows are too short to
-    vectorise, run a loop unrolled along the batch (``_absolute_short_batch``)
-    for AbsolutePE and LearnedPE (whose table is laid out otherwise): the
+    """C-contiguous arrays whose batch rows of 2 or more columns hold at most
+    32 bytes (float32 results: up to 8 columns), too short to vectorise, run
+    a loop unrolled along the batch (``_absolute_short_batch``) for
+    AbsolutePE and LearnedPE (whose table is laid out otherwise): the
     oracle's bits allocating, into ``out`` and in place, at offsets, on one
     thread or two, and ``x`` left alone."""
     pe = AbsolutePE(16, 40) if encoding == "absolute" else LearnedPE(40, 16, seed=7)
@@ -405,6 +410,21 @@ def test_short_batches_in_c_order(monkeypatch, batch, dtype, threads, encoding):
     assert_bitwise_equal(x, before)
     if threads == 1:
         assert {run.kernel.__name__ for run in runs} == {"_absolute_short_batch"}
+
+
+@pytest.mark.parametrize(
+    "shape, dtype",
+    [((9, 16, 5), np.float64), ((9, 16, 9), np.float32), ((9, 16, 5), np.int64)],
+    ids=["float64 rows of 40 bytes", "float32 rows of 36 bytes", "int64 rows of 40 bytes"],
+)
+def test_longer_batch_rows_take_the_batch_loop(monkeypatch, shape, dtype):
+    """Batch rows of more than 32 bytes, in ``x`` or in the result, keep the
+    batch loop (the unrolled one measured no faster or slower there)."""
+    pe = AbsolutePE(16, 40)
+    runs = runs_recorded(monkeypatch, 1)
+    x = sample(shape, dtype, seed=3)
+    assert_bitwise_equal(pe(x), reference.absolute_apply(x, pe.embeddings[:, :9]))
+    assert {run.kernel.__name__ for run in runs} == {"_absolute_inner_batch"}
 
 
 @pytest.mark.parametrize("order", ["C", "F"])
