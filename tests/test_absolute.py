@@ -419,7 +419,8 @@ def test_short_batches_in_c_order(monkeypatch, batch, dtype, threads, encoding):
 )
 def test_longer_batch_rows_take_the_batch_loop(monkeypatch, shape, dtype):
     """Batch rows of more than 32 bytes, in ``x`` or in the result, keep the
-    batch loop (the unrolled one measured no faster or slower there)."""
+    batch loop, which vectorises them (the unrolled loop gained at most 1.35x
+    there, and took up to 8x as long in place)."""
     pe = AbsolutePE(16, 40)
     runs = runs_recorded(monkeypatch, 1)
     x = sample(shape, dtype, seed=3)
