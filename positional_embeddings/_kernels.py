@@ -902,13 +902,24 @@ on a C-order (128, 512, 32) float32 array in cache took 1.2x as long."""
 
 
 _SHORT_ROW_BYTES = 32
-"""Innermost rows shorter than this (one AVX2 vector) do not vectorise.
-AbsolutePE in C order with such a batch, where it is not C-contiguous
-(``_UNROLLED_ROW_BYTES``), puts the channel axis innermost instead, one
-position at a time (measured on float32 batches of 2, 4 and 8: 3x and
-1.7x faster, and 2x slower; with the batch loop ranging over positions,
-batches of 4 and 6 measured 0.9-1.2x either way, so the threshold
-stayed).  RoPE keeps the batch axis innermost: its alternatives read x and
+"""One AVX2 vector.  Innermost rows shorter than this do not vectorise.
+
+AbsolutePE in C order with batch rows of at most this many bytes, in
+``x`` and in ``out`` (float32 up to 8 columns, float64 up to 4), runs the
+loop unrolled along the batch, ``_absolute_short_batch``, where both are
+C-contiguous; elsewhere, with rows shorter than this, it puts the channel
+axis innermost, one position at a time.  On the AVX-512 AMD EPYC
+development machine, ``pe(x, out=out)`` float32 unrolled on (512, 512,
+2/3/4) took 46-62 against 139-206 us; (33, 512, 5/7/8) 7.4/14/10.5
+against 24/35/18 us and (512, 512, 5/7/8) 74/133/105 against 195/280/162
+us (``np.copyto``: 84/117/139 us), in place alike; float16 into float32
+with 5-8 columns 3.5x as fast.  Float64 with 5-7 columns gained
+1.1-1.35x, with 8 (64-byte rows, which the batch loop vectorises) took 3x
+as long; float32 with 9-16 columns gained nothing and took 3-8x as long
+in place.  The channel loop against the batch loop, float32 batches of
+2, 4 and 8: 3x and 1.7x faster, and 2x slower (with the batch loop
+ranging over positions, batches of 4 and 6 measured 0.9-1.2x either
+way).  RoPE keeps the batch axis innermost: its alternatives read x and
 both tables with strides and measured 1-4x slower."""
 
 
@@ -921,20 +932,6 @@ cache, one thread, took 20, 26 and 31 us for batches of 2, 3 and 4
 against 78, 90 and 64 us, and 112 against 311 us on (128, 4096, 2)
 (``np.copyto``: 6, 11, 18 and 64 us); float64 alike.  With 5-7 columns
 the unrolled RoPE loop does not vectorise and took 1.5-3x as long."""
-
-
-_UNROLLED_ROW_BYTES = 32
-"""C-order arrays whose batch rows of 2 columns or more hold at most this
-many bytes, in ``x`` and in ``out`` (float32 up to 8 columns, float64 up
-to 4), run AbsolutePE's loop unrolled along the batch,
-``_absolute_short_batch``.  On the AVX-512 AMD EPYC development machine,
-``pe(x, out=out)`` float32 on (512, 512, 2/3/4) took 46-62 against
-139-206 us; (33, 512, 5/7/8) 7.4/14/10.5 against 24/35/18 us and (512,
-512, 5/7/8) 74/133/105 against 195/280/162 us (``np.copyto``: 84/117/139
-us), in place alike; float16 into float32 with 5-8 columns 3.5x as fast.
-Float64 with 5-7 columns gained 1.1-1.35x, with 8 (64-byte rows, which
-the batch loop vectorises) took 3x as long; float32 with 9-16 columns
-gained nothing and took 3-8x as long in place."""
 
 
 _FEW_POSITIONS = 2
@@ -1221,7 +1218,7 @@ def _unrolled_batch(x: np.ndarray, out: np.ndarray | None, most: int) -> bool:
     """Whether ``x`` and ``out`` (None in place) are C-contiguous arrays of 2
     to ``most`` batch columns (the last axis), which ``_rope_short_batch``
     and ``_absolute_short_batch`` run (``_UNROLLED_BATCH``,
-    ``_UNROLLED_ROW_BYTES``)."""
+    ``_SHORT_ROW_BYTES``)."""
     return (
         2 <= x.shape[2] <= most and x.flags.c_contiguous and (out is None or out.flags.c_contiguous)
     )
@@ -1575,7 +1572,7 @@ def _absolute_inner_channel(x, out, embeddings, block, offset, start, stop, post
 @numba.njit(**JIT)
 def _absolute_short_batch(x, out, embeddings, batch, offset, start, stop, post):  # type: ignore[no-untyped-def]
     """AbsolutePE on C-contiguous arrays of a few batch columns
-    (``_UNROLLED_ROW_BYTES``), whose batch rows are too short to vectorise:
+    (``_SHORT_ROW_BYTES``), whose batch rows are too short to vectorise:
     range over positions; each position's (channel, batch) plane is one run
     of memory (a row of a (seq, channel * batch) view), walked with the
     batch unrolled (``batch``, a tuple of as many Nones, is a length the
@@ -1776,7 +1773,7 @@ def _absolute_loop(
     if inner == 1 and _seq_outermost(x, 0):
         return _absolute_seq_major, seq, _BY_SEQ, (embeddings.T,)
     widest = max(x.itemsize, 0 if out is None else out.itemsize)
-    if inner == 2 and _unrolled_batch(x, out, _UNROLLED_ROW_BYTES // widest):
+    if inner == 2 and _unrolled_batch(x, out, _SHORT_ROW_BYTES // widest):
         return _absolute_short_batch, seq, None, (embeddings, (None,) * batch)
     if inner == 1 or _short_batch(x):
         block = _POSITION_BLOCK if inner == 1 else 1
