@@ -22,7 +22,7 @@ from ._kernels import absolute_direct, absolute_forward, absolute_table
 from ._views import grown_copy, read_only, run_forward
 from .frequencies import frequency_bands
 
-__all__ = ["AbsolutePE", "add_embeddings", "remember_sum", "remembered_sum"]
+__all__ = ["AbsolutePE", "add_embeddings", "remember_sum", "remembered_sum", "seq_first"]
 
 _TABLE_DTYPE = np.dtype(np.float32)
 
@@ -277,6 +277,20 @@ def _julia_axes(
     return view, view if out is x else None if out is None else out.transpose(1, 2, 0)
 
 
+def seq_first(x: np.ndarray, name: str, batch_first: bool) -> np.ndarray:
+    """``x`` (named ``name`` in errors) with Julia's axes (seq, features,
+    batch...): ``x`` itself, or with ``batch_first`` the (seq, features,
+    batch) view of a (batch, seq, features) ``x``, which must have 3 dims
+    (ValueError)."""
+    if not batch_first:
+        return x
+    if x.ndim != 3:
+        raise ValueError(
+            f"{name} must be (batch, seq_len, features) with batch_first=True, got shape {x.shape}"
+        )
+    return x.transpose(1, 2, 0)
+
+
 def add_embeddings(
     table: np.ndarray,
     x: Any,
@@ -297,11 +311,7 @@ def add_embeddings(
     """
     batch_first = as_flag(batch_first, "batch_first")
     x = as_array(x, "x", 3)
-    if batch_first and x.ndim != 3:
-        raise ValueError(
-            f"x must be (batch, seq_len, features) with batch_first=True, got shape {x.shape}"
-        )
-    view = x.transpose(1, 2, 0) if batch_first else x
+    view = seq_first(x, "x", batch_first)
     seq_len, channels = view.shape[0], view.shape[1]
     if channels != table.shape[0]:
         raise ValueError(

@@ -17,7 +17,7 @@ from ._checks import (
 )
 from ._direct import DirectCalls
 from ._views import may_share
-from .absolute import add_embeddings, remember_sum, remembered_sum
+from .absolute import add_embeddings, remember_sum, remembered_sum, seq_first
 
 __all__ = ["LearnedPE"]
 
@@ -157,10 +157,17 @@ class LearnedPE:
         ``dx = dy`` (a copy) and ``dembeddings[offset + s] = sum of dy[s]
         over the batch``, zero for the other rows (seed 004: ``δx = δy``,
         ``δpos = δy`` summed over the batch), in the table's dtype.
+
+        The sum has the same bits whatever ``dy``'s memory order: numpy's
+        sum of ``dy`` as a C-contiguous (seq, features, batch...) array
+        (pairwise along the batch), copied so where it is stored otherwise.
+        Summed where it lies, the order of the additions would follow the
+        layout (one batch column after another in Julia's order), and so
+        would the last bits.
         """
         batch_first = as_flag(batch_first, "batch_first")
         dy = as_array(dy, "dy", 3)
-        view = dy.transpose(1, 2, 0) if batch_first else dy
+        view = seq_first(dy, "dy", batch_first)
         if view.shape[1] != self.embedding_size:
             raise ValueError(
                 "Channel dimension must match embedding size: expected "
@@ -168,7 +175,7 @@ class LearnedPE:
             )
         start = resolve_positions(view.shape[0], (), self.max_length, offset)
         grad = np.zeros_like(self.embeddings)
-        grad[start : start + view.shape[0]] = view.sum(
+        grad[start : start + view.shape[0]] = np.ascontiguousarray(view).sum(
             axis=tuple(range(2, view.ndim)), dtype=self.embeddings.dtype
         )
         return dy.copy(order="K"), grad

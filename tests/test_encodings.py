@@ -21,7 +21,7 @@ from positional_embeddings import (
 
 import reference
 from comparisons import assert_bitwise_equal, assert_every_way_of_writing, refuse_checked_path
-from test_rope import INPUT_DTYPES, layouts, runs_recorded, sample
+from test_rope import INPUT_DTYPES, layouts, runs_recorded, sample, stored
 
 # --- learned -------------------------------------------------------------------------
 
@@ -168,6 +168,39 @@ def test_learned_backward():
         np.ascontiguousarray(dy[..., 0].transpose(2, 0, 1)), batch_first=True
     )
     np.testing.assert_allclose(batch_first[:3], dy[..., 0].sum(axis=2), rtol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, np.int32])
+@pytest.mark.parametrize("table_dtype", [np.float32, np.float64])
+def test_learned_backward_same_bits_in_every_layout(dtype, table_dtype):
+    """The table's gradient, a sum over the batch axes, has the same bits
+    whatever ``dy``'s memory order: numpy's sum of the C-contiguous
+    (seq, features, batch...) array (summed in Julia's order, with the
+    batch axes outermost, numpy adds one batch column after another, and
+    the last bits differ)."""
+    pe = LearnedPE(10, 4, dtype=table_dtype, seed=5)
+    dy = (100 * np.random.default_rng(43).standard_normal((5, 4, 1000))).astype(dtype)
+    expected = np.zeros((10, 4), table_dtype)
+    expected[2:7] = dy.sum(axis=2, dtype=table_dtype)
+    for _, view in [*layouts(dy), ("seq last", stored(dy, (1, 2, 0)))]:
+        assert_bitwise_equal(pe.backward(view, offset=2)[1], expected)
+        batch_first = view.transpose(2, 0, 1)
+        assert_bitwise_equal(pe.backward(batch_first, offset=2, batch_first=True)[1], expected)
+    four = dy.reshape(5, 4, 40, 25)
+    expected[2:7] = four.sum(axis=(2, 3), dtype=table_dtype)
+    for _, view in layouts(four):
+        assert_bitwise_equal(pe.backward(view, offset=2)[1], expected)
+
+
+def test_learned_backward_batch_first_takes_three_dims():
+    pe = LearnedPE(10, 4)
+    message = (
+        r"^dy must be \(batch, seq_len, features\) with batch_first=True, got shape \(2, 3, 4, 5\)$"
+    )
+    with pytest.raises(ValueError, match=message):
+        pe.backward(np.zeros((2, 3, 4, 5)), batch_first=True)
+    with pytest.raises(ValueError, match=message.replace("dy", "x", 1)):
+        pe(np.zeros((2, 3, 4, 5)), batch_first=True)
 
 
 def test_learned_errors():
