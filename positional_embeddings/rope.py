@@ -363,8 +363,10 @@ class RoPE:
             # The loop negates a partner channel and the sin table: in an
             # integer type that negation wraps (uint8 1 to 255, int8 -128 to
             # itself), so integer gradients take their promoted float type
-            # first, which the products would convert them to anyway.
-            dy = dy.astype(promote(dy.dtype, self._cos_cached.dtype), order="K")
+            # first, which the products would convert them to anyway (beyond
+            # float16's range to infinities, silently, as the forward pass).
+            with np.errstate(over="ignore"):
+                dy = dy.astype(promote(dy.dtype, self._cos_cached.dtype), order="K")
         if self._backward_sin is None:
             self._backward_sin = _backward_sin(self._kernel_tables[1], self._pairing)
         return self._apply(dy, out, offset, positions, (self._kernel_tables[0], self._backward_sin))

@@ -3,6 +3,7 @@ backward passes, layout conversion, AbsolutePE offsets and batch-first input."""
 
 from __future__ import annotations
 
+import warnings
 from functools import partial
 
 import numpy as np
@@ -248,6 +249,20 @@ def test_backward_of_integer_gradients_is_that_of_their_float_values(dtype, inte
     for _, view in layouts(dy):
         assert_bitwise_equal(rope.backward(view), expected)
     assert_bitwise_equal(dy, before)
+
+
+def test_backward_of_integers_beyond_float16_warns_of_nothing():
+    """Integers too large for a float16 table become infinities there, as
+    in the forward pass, which warns of nothing either (a program that
+    turns warnings into errors gets its result)."""
+    rope = RoPE(4, 8, T=np.float16)
+    dy = np.resize(np.array([100_000, -70_000, 3], np.int32), 4 * 2 * 3).reshape(4, 2, 3)
+    with np.errstate(over="ignore"):
+        expected = rope.backward(dy.astype(np.float16))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert_bitwise_equal(rope.backward(dy), expected)
+        rope(dy)
 
 
 def test_backward_with_offset_and_out():
