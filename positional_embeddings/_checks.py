@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from ._views import same_elements
+
 __all__ = [
     "INT_MAX",
     "as_array",
@@ -206,11 +208,37 @@ def output_for(x: np.ndarray, dtype: np.dtype, out: Any) -> np.ndarray:
             "out's elements may overlap each other (a broadcast or as_strided view of "
             f"strides {out.strides}): it cannot hold the result; pass a separate array"
         )
-    if out is not x and np.may_share_memory(x, out) and not _same_view(x, out):
+    if (
+        out is not x
+        and np.may_share_memory(x, out)
+        and not same_elements(x, out)
+        and _share_elements(x, out)
+    ):
         raise ValueError(
             "out overlaps x without being x itself; pass out=x for in place, or a separate array"
         )
     return out
+
+
+_TooHardError: type[Exception] = getattr(np, "exceptions", np).TooHardError
+"""numpy's ``TooHardError`` (in ``numpy.exceptions`` from numpy 1.25)."""
+
+_OVERLAP_WORK = 1 << 16
+"""Effort ``np.shares_memory`` may spend on telling two arrays' elements
+apart (``max_work``) before ``_share_elements`` counts them as shared."""
+
+
+def _share_elements(x: np.ndarray, out: np.ndarray) -> bool:
+    """Whether an element of ``out`` shares memory with one of ``x``: numpy's
+    exact test, which tells apart arrays interleaved in one block of memory
+    (other batch columns, the next slot of a cache), where
+    ``np.may_share_memory`` compares the blocks' bounds only.  Where it cannot tell within
+    ``_OVERLAP_WORK``, they count as sharing."""
+    try:
+        # numpy takes any effort; its stubs admit only -1 (exact) and 0 (bounds).
+        return bool(np.shares_memory(x, out, max_work=_OVERLAP_WORK))  # type: ignore[arg-type]
+    except _TooHardError:
+        return True
 
 
 def _overlaps_itself(a: np.ndarray) -> bool:
@@ -232,15 +260,6 @@ def _overlaps_itself(a: np.ndarray) -> bool:
             return True
         extent += stride * (length - 1)
     return False
-
-
-def _same_view(a: np.ndarray, b: np.ndarray) -> bool:
-    """True if ``a`` and ``b`` are the same elements in the same places."""
-    return (
-        a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
-        and a.strides == b.strides
-        and a.dtype.itemsize == b.dtype.itemsize
-    )
 
 
 def resolve_positions(

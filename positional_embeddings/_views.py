@@ -30,6 +30,7 @@ __all__ = [
     "read_only",
     "reshaped_in_place",
     "run_forward",
+    "same_elements",
     "viewed",
 ]
 
@@ -212,6 +213,16 @@ def read_only(table: np.ndarray) -> np.ndarray:
     return table.view()
 
 
+def same_elements(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether ``a`` and ``b`` (of one shape) are the same elements in the
+    same places: ``out`` written in place, even as another view of ``x``."""
+    return (
+        a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
+        and a.strides == b.strides
+        and a.dtype.itemsize == b.dtype.itemsize
+    )
+
+
 def may_share(x: np.ndarray, out: np.ndarray) -> bool:
     """``np.may_share_memory``, skipped when both own their memory (a fresh
     output, a user's array): such arrays never share it."""
@@ -227,18 +238,20 @@ def run_forward(
 ) -> np.ndarray:
     """Run ``forward(x3, out3, *args)`` over 3-D views of ``x`` and ``out``; return ``out``.
 
-    ``out`` is separate from ``x`` or the same elements (the callers check).
-    In place, ``out3`` is None, which the loops take to mean "write into
-    ``x3``" and compile to vectorised loops (``_kernels._written``; float16,
-    read as records of its bits, is written through a uint16 view of them);
-    not when the two differ in dtype (integers rewritten as floats of the
-    same size) or ``x`` is a read-only view, where they stay two arrays.
+    ``out`` shares no element with ``x`` (it may lie among them, as another
+    batch column or slot of one array) or is the same elements
+    (``same_elements``); the callers check.  In place, ``out3`` is None,
+    which the loops take to mean "write into ``x3``" and compile to
+    vectorised loops (``_kernels._written``; float16, read as records of its
+    bits, is written through a uint16 view of them); not when the two differ
+    in dtype (integers rewritten as floats of the same size) or ``x`` is a
+    read-only view, where they stay two arrays.
     ``columns``, if given, is an array shaped like ``x.shape[1:]`` (one value
     per sequence position and batch column); its matching 2-D views are
     passed as the last argument.
     """
     x_kernel, out_kernel = kernel_input(x), kernel_output(out)
-    in_place = x.dtype == out.dtype and (out is x or may_share(x, out)) and x.flags.writeable
+    in_place = x.dtype == out.dtype and (out is x or same_elements(x, out)) and x.flags.writeable
     if columns is None and x.ndim == 3:
         forward(x_kernel, None if in_place else out_kernel, *args)
         return out

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from positional_embeddings import (
+    AbsolutePE,
     RoPE,
     _direct,
     _kernels,
@@ -506,6 +507,46 @@ def test_bad_out():
     big = np.zeros((4, 4, 3), np.float32)
     with pytest.raises(ValueError, match="overlaps"):
         rope(big[:, :, :2], out=big[:, :, 1:])
+
+
+@pytest.mark.parametrize(
+    ("layer", "memory", "where"),
+    [
+        (RoPE(8, 16), (8, 5, 4), lambda memory: (memory[:, :, :2], memory[:, :, 2:])),
+        (RoPE(8, 16), (8, 6, 3), lambda memory: (memory[:, 3:4], memory[:, 4:5])),
+        (RoPE(8, 16), (8, 3, 4, 2), lambda memory: (memory[:, :, :2], memory[:, :, 2:])),
+        (
+            RoPE(8, 16, T=np.float16),
+            (8, 5, 4),
+            lambda memory: (memory[..., 1::2], memory[..., ::2]),
+        ),
+        (AbsolutePE(6, 16), (5, 6, 4), lambda memory: (memory[:, :, ::2], memory[:, :, 1::2])),
+    ],
+    ids=["batch columns", "next slot", "4-D, other heads", "float16", "every other column"],
+)
+def test_out_beside_x_in_one_array(layer, memory, where):
+    """An ``out`` that shares an array's memory with ``x`` but none of its
+    elements (other batch columns, the next slot of a cache) is accepted,
+    and only its elements are written; one that shares elements is refused
+    (``test_bad_out``)."""
+    dtype = getattr(layer, "cos_cached", np.zeros(0, np.float32)).dtype
+    memory = np.zeros(memory, dtype)
+    within, out = where(memory)
+    x = sample(within.shape, dtype, seed=8)
+    expected = layer(x)
+    within[...] = x
+    before = memory.copy()
+    for _ in range(3):  # the remembered call, if any, makes the same choice
+        out[...] = -1
+        assert layer(within, out=out) is out
+        assert_bitwise_equal(out, expected)
+        assert_bitwise_equal(within, x)
+    if isinstance(layer, RoPE):
+        assert layer.backward(within, out=out) is out
+        assert_bitwise_equal(out, layer.backward(x))
+    written = np.zeros(memory.shape, bool)
+    where(written)[1][...] = True
+    assert_bitwise_equal(memory[~written], before[~written])
 
 
 # --- errors --------------------------------------------------------------------------
