@@ -121,8 +121,9 @@ class DirectCalls:
                 return None
             entry(x, None, *args, where, 0, length, NO_POST)
             return x
-        # What the checks would refuse, for this one layout (``may_share``, inlined:
-        # the flags are read once, each read building an object).
+        # Left to the checks: what they refuse, and an out within x's bounds,
+        # which they tell apart exactly (``may_share``, inlined: the flags are
+        # read once, each read building an object).
         flags = out.flags
         if not flags.behaved or (
             not (flags.owndata and x.flags.owndata) and may_share_memory(x, out)
@@ -154,8 +155,9 @@ class DirectCalls:
         ``find`` costs tens of microseconds (Numba's ``typeof`` of each
         argument), so it is not asked again while a record for such calls
         covers ``last``, nor for what ``call`` never accepts (an ``out``
-        that is another view of ``x``'s elements, written in place; an
-        unaligned one), nor for layouts refused before.  A record that
+        within ``x``'s bounds: another view of its elements, written in
+        place, or one among them; an unaligned one), nor for layouts
+        refused before.  A record that
         covers less is looked for again after a checked call (which grew
         the copy, or found it large enough for the call).
         """
