@@ -232,8 +232,8 @@ def _share_elements(x: np.ndarray, out: np.ndarray) -> bool:
     """Whether an element of ``out`` shares memory with one of ``x``: numpy's
     exact test, which tells apart arrays interleaved in one block of memory
     (other batch columns, the next slot of a cache), where
-    ``np.may_share_memory`` compares the blocks' bounds only.  Where it cannot tell within
-    ``_OVERLAP_WORK``, they count as sharing."""
+    ``np.may_share_memory`` compares the blocks' bounds only.  Where it
+    cannot tell within ``_OVERLAP_WORK``, they count as sharing."""
     try:
         # numpy takes any effort; its stubs admit only -1 (exact) and 0 (bounds).
         return bool(np.shares_memory(x, out, max_work=_OVERLAP_WORK))  # type: ignore[arg-type]

@@ -157,9 +157,9 @@ class DirectCalls:
         covers ``last``, nor for what ``call`` never accepts (an ``out``
         within ``x``'s bounds: another view of its elements, written in
         place, or one among them; an unaligned one), nor for layouts
-        refused before.  A record that
-        covers less is looked for again after a checked call (which grew
-        the copy, or found it large enough for the call).
+        refused before.  A record that covers less is looked for again
+        after a checked call (which grew the copy, or found it large enough
+        for the call).
         """
         in_place = out is x  # the loop compiled to write into x (see run_forward)
         # The key as ``call`` builds it (there inline, on the decoding step's path).
