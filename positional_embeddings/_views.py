@@ -251,7 +251,13 @@ def run_forward(
     passed as the last argument.
     """
     x_kernel, out_kernel = kernel_input(x), kernel_output(out)
-    in_place = x.dtype == out.dtype and (out is x or same_elements(x, out)) and x.flags.writeable
+    # ``same_elements`` reads both arrays' interfaces (1.8 us); ``may_share`` first
+    # (0.09 us) passes over a separate out, a new one above all.
+    in_place = (
+        x.dtype == out.dtype
+        and (out is x or (may_share(x, out) and same_elements(x, out)))
+        and x.flags.writeable
+    )
     if columns is None and x.ndim == 3:
         forward(x_kernel, None if in_place else out_kernel, *args)
         return out
