@@ -330,16 +330,43 @@ def test_cached_code_runs_without_numbas_compiler_set_up(linkable):
     """A fresh process that finds its kernels in the cache skips Numba's
     compiler set-up (about 0.3 s of a cold start) and computes the same; so
     does one whose cached code is taken to call symbols only the set-up
-    makes known, after the set-up."""
+    makes known, after the set-up.  Without the set-up, loading imports no
+    module of Numba's that only the set-up imports, though the smoke test's
+    kernels hold Numba's array routines (``np.empty_like`` in AbsolutePE's
+    table, a reshape in RoPE's loop for a batch of 2): their module's
+    environments are rebuilt without it (``_environments_without_imports``)."""
     answer = _smoke_answer()  # compiled into the cache, or found there
     unlinkable = "" if linkable else "_jit._links_without_set_up = lambda payload: False\n"
     patch = "from positional_embeddings import _jit\n" + unlinkable
-    report = f"print('compiled', {CACHE_MISSES}, 'set up', bool(refreshes))"
+    report = (
+        f"print('compiled', {CACHE_MISSES}, 'set up', bool(refreshes))\n"
+        "import sys; print('array routines imported', 'numba.np.arrayobj' in sys.modules)"
+    )
     result = run_python(COUNTED_REFRESHES + patch + SMOKE + DISPATCHERS + report)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0].split() == answer.split()
     assert lines[1] == f"compiled 0 set up {not linkable}"
+    assert lines[2] == f"array routines imported {not linkable}"
+
+
+@pytest.mark.skipif(not _jit.JIT["cache"], reason="no writable Numba cache here")
+def test_numba_compiles_after_cached_code_loaded_without_its_modules():
+    """After kernels whose Numba routines were loaded without their module
+    (above), Numba still compiles a function of its own using those
+    routines, and the loaded kernels still compute the same, before and
+    after, in the same process."""
+    answer = _smoke_answer()
+    compile_one = (
+        "import numba\n"
+        "@numba.njit\n"
+        "def grid(n):\n"
+        "    return np.empty_like(np.arange(n * 2.0)).reshape(n, 2).shape\n"
+        "print(grid(3))\n"
+    )
+    result = run_python(SMOKE + compile_one + SMOKE)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [answer, "(3, 2)", answer]
 
 
 def _object_code(callee: str) -> bytes:
