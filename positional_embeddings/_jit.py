@@ -19,7 +19,8 @@
   Numba has: about 0.3 s of a cold start, and a larger heap for the
   interpreter's exit to collect), which Numba redoes before any compilation,
   and the import of Numba's array routines that loading a kernel which
-  allocates would otherwise do.
+  allocates would otherwise do.  Numba's runtime, which it compiles in
+  every process, is loaded from the cache too.
 - ``nogil``: compiled calls release the GIL, so Python threads (ours, and
   the caller's) run them concurrently.
 - ``error_model="numpy"``: IEEE results (``1/0 == inf``) instead of Python
@@ -33,8 +34,12 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import os
+import pickle
+import re
 import struct
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -174,6 +179,90 @@ def _environments_without_imports() -> Iterator[None]:
         environment._rebuild_env = rebuild
 
 
+def _nrt_file(path: Path, key: str) -> Any:
+    """The serialized NRT library saved at ``path`` under ``key``, or None
+    where there is none, or it was saved under another key or damaged (its
+    digest does not match)."""
+    try:
+        saved_key, digest, state = pickle.loads(path.read_bytes())
+        if saved_key != key or hashlib.sha256(state).hexdigest() != digest:
+            return None
+        return pickle.loads(state)
+    except Exception:  # missing, unreadable, cut short, another format
+        return None
+
+
+def _save_nrt_file(path: Path, key: str, serialized: Any) -> None:
+    """Save a serialized NRT library at ``path`` under ``key``, replacing
+    the file whole (a reader sees the old file or the new one); nothing
+    where the directory cannot be written."""
+    state = pickle.dumps(serialized)
+    entry = pickle.dumps((key, hashlib.sha256(state).hexdigest(), state))
+    try:
+        file = tempfile.NamedTemporaryFile(dir=path.parent, delete=False)
+    except OSError:
+        return
+    try:
+        with file:
+            file.write(entry)
+        os.replace(file.name, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(file.name)
+
+
+_PROCESS_NAMES = re.compile(r"(\.const\.pickle(?:data|buf))\.[0-9]+(?![0-9a-f])")
+"""Names of constants in Numba's IR that some versions (0.59) derive from
+the address of a Python object: not the same from one process to the next."""
+
+
+@contextlib.contextmanager
+def _nrt_cached_in(directory: str) -> Iterator[None]:
+    """Initialise Numba's runtime (NRT) from machine code saved in ``directory``.
+
+    Loading cached code needs the runtime, whose few functions Numba
+    compiles from LLVM IR in every process: 25-40 ms of a cold start on the
+    AVX2 AMD EPYC development machine, 4 ms loaded.  While this is active
+    (around ``rtsys.initialize``, which does nothing once the runtime is
+    up), the runtime's library is loaded from a file of ``directory`` whose
+    key is the Numba and llvmlite versions, the CPU Numba compiles for and
+    the module's IR itself (``_PROCESS_NAMES`` aside); where there is none,
+    compiled as Numba does, with its machine code kept, and saved there.  A
+    Numba without the functions this relies on initialises as before.
+    """
+    import llvmlite
+    import numba
+    from numba.core.runtime import nrtdynmod
+
+    compile_nrt = getattr(nrtdynmod, "compile_nrt_functions", None)
+    if compile_nrt is None or not hasattr(nrtdynmod, "create_nrt_module"):
+        yield
+        return
+
+    def load_or_compile(context: Any) -> Any:
+        module, library = nrtdynmod.create_nrt_module(context)
+        codegen = context.codegen()
+        versions = (numba.__version__, llvmlite.__version__, codegen.magic_tuple())
+        code = _PROCESS_NAMES.sub(r"\1", str(module))
+        key = hashlib.sha256(repr((versions, code)).encode()).hexdigest()
+        path = Path(directory) / f"nrt-{key[:16]}.nbc"
+        saved = _nrt_file(path, key)
+        if saved is not None:
+            return codegen.unserialize_library(saved)
+        library.enable_object_caching()
+        library.add_ir_module(module)
+        library.finalize()
+        if not library.has_dynamic_globals:  # addresses of this process
+            _save_nrt_file(path, key, library.serialize_using_object_code())
+        return library
+
+    nrtdynmod.compile_nrt_functions = load_or_compile
+    try:
+        yield
+    finally:
+        nrtdynmod.compile_nrt_functions = compile_nrt
+
+
 def _load_without_set_up() -> None:
     """Load this package's cached code without Numba's compiler set-up.
 
@@ -181,9 +270,10 @@ def _load_without_set_up() -> None:
     ``refresh``: it imports and registers every implementation Numba has
     (about 0.3 s in a fresh process), which compiling needs and loading
     does not: Numba's compiler refreshes again before any compilation.
-    Loading needs the runtime (NRT) initialised, as the refresh does first,
-    and every symbol the code calls known to the linker (``_links_without_set_up``;
-    otherwise the refresh runs as before).  Other libraries' caches, and
+    Loading needs the runtime (NRT) initialised, as the refresh does first
+    (here from the cache, ``_nrt_cached_in``), and every symbol the code
+    calls known to the linker (``_links_without_set_up``; otherwise the
+    refresh runs as before).  Other libraries' caches, and
     Numba versions without the methods this relies on, are left as they are.
     """
     from numba.core.caching import Cache
@@ -199,7 +289,8 @@ def _load_without_set_up() -> None:
     def load_overload(self: Cache, sig: Any, target_context: Any) -> Any:
         if not (all(hasattr(self, part) for part in parts) and _ours(self._cache_path)):
             return numba_load_overload(self, sig, target_context)
-        rtsys.initialize(target_context)
+        with _nrt_cached_in(self._cache_path):
+            rtsys.initialize(target_context)
         with self._guard_against_spurious_io_errors():
             if not self._enabled:
                 return None

@@ -350,13 +350,30 @@ def test_cached_code_runs_without_numbas_compiler_set_up(linkable):
     assert lines[2] == f"array routines imported {not linkable}"
 
 
+NRT_COMPILES = """
+from numba.core import codegen
+nrt_compiles = []
+finalize = codegen.CPUCodeLibrary.finalize
+def counted(library):
+    if library.name == "nrt":
+        nrt_compiles.append(library)
+    finalize(library)
+codegen.CPUCodeLibrary.finalize = counted
+"""
+"""Script lines that count the compilations of Numba's runtime (``nrt_compiles``)."""
+
+
 @pytest.mark.skipif(not _jit.JIT["cache"], reason="no writable Numba cache here")
 def test_numba_compiles_after_cached_code_loaded_without_its_modules():
-    """After kernels whose Numba routines were loaded without their module
-    (above), Numba still compiles a function of its own using those
-    routines, and the loaded kernels still compute the same, before and
-    after, in the same process."""
+    """A process after one that loaded the kernels from the cache finds
+    Numba's runtime there too (``_nrt_cached_in``) and compiles none.  After
+    kernels whose Numba routines were loaded without their module (above),
+    Numba still compiles a function of its own using those routines and the
+    runtime (a new array), and the loaded kernels still compute the same,
+    before and after, in the same process."""
     answer = _smoke_answer()
+    first = run_python(SMOKE)  # leaves the runtime's file, if it was not there
+    assert first.returncode == 0, first.stderr
     compile_one = (
         "import numba\n"
         "@numba.njit\n"
@@ -364,9 +381,39 @@ def test_numba_compiles_after_cached_code_loaded_without_its_modules():
         "    return np.empty_like(np.arange(n * 2.0)).reshape(n, 2).shape\n"
         "print(grid(3))\n"
     )
-    result = run_python(SMOKE + compile_one + SMOKE)
+    report = "print('runtime compiled', len(nrt_compiles))"
+    result = run_python(NRT_COMPILES + SMOKE + compile_one + SMOKE + report)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines() == [answer, "(3, 2)", answer]
+    assert result.stdout.splitlines() == [answer, "(3, 2)", answer, "runtime compiled 0"]
+
+
+def test_runtime_file_is_used_only_whole_and_under_its_key(tmp_path):
+    """The runtime's saved library comes back as saved, under its key only;
+    a file damaged, cut short or of another format counts as none (the
+    runtime is then compiled as Numba does); where it cannot be written,
+    saving leaves nothing behind (root writes into read-only directories,
+    so a file stands where a directory should, and a directory where the
+    file should)."""
+    path = tmp_path / "nrt-0123.nbc"
+    serialized = ("nrt", "object", (b"\x7fELF machine code", b"BC bitcode"))
+    assert _jit._nrt_file(path, "key") is None
+    _jit._save_nrt_file(path, "key", serialized)
+    assert _jit._nrt_file(path, "key") == serialized
+    assert _jit._nrt_file(path, "another key") is None
+    whole = path.read_bytes()
+    flipped = whole.replace(b"machine", b"mashine")
+    assert flipped != whole
+    for damaged in (b"garbage", whole[: len(whole) // 2], flipped, pickle.dumps(serialized)):
+        path.write_bytes(damaged)
+        assert _jit._nrt_file(path, "key") is None
+    unwritable = tmp_path / "unwritable"
+    unwritable.mkdir()
+    (unwritable / "a file").write_bytes(b"")
+    (unwritable / "a directory").mkdir()
+    before = sorted(unwritable.rglob("*"))
+    _jit._save_nrt_file(unwritable / "a file" / "nrt-0123.nbc", "key", serialized)
+    _jit._save_nrt_file(unwritable / "a directory", "key", serialized)  # not replaceable
+    assert sorted(unwritable.rglob("*")) == before
 
 
 def _object_code(callee: str) -> bytes:
