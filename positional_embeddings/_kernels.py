@@ -42,7 +42,7 @@ from numba.extending import intrinsic, overload
 
 from . import _parallel
 from ._binary16 import f16_bits_to_f32, f32_to_f16_bits, f64_to_f16_bits, round_f16
-from ._jit import JIT, JIT_INLINED, JIT_LLVM_INLINED
+from ._jit import JIT, JIT_INLINED, JIT_LLVM_INLINED, JIT_LOOP
 from ._julia_math import (
     moderate_f32,
     moderate_f64,
@@ -293,7 +293,7 @@ def _sequence_window(row, positions, seq):  # type: ignore[no-untyped-def]
     ``row[offset : offset + seq]`` for an offset, the whole row for ids."""
 
 
-@overload(_sequence_window, jit_options=JIT)
+@overload(_sequence_window, jit_options=JIT, inline="always")
 def _ov_sequence_window(row, positions, seq):  # type: ignore[no-untyped-def]
     if isinstance(positions, types.Integer):
         return lambda row, positions, seq: row[positions : positions + seq]
@@ -339,7 +339,7 @@ def _written(x, out):  # type: ignore[no-untyped-def]
     2-4x slower than with a separate ``out``)."""
 
 
-@overload(_written, jit_options=JIT)
+@overload(_written, jit_options=JIT, inline="always")
 def _ov_written(x, out):  # type: ignore[no-untyped-def]
     if isinstance(out, types.NoneType):
         return lambda x, out: _in_place(x)
@@ -718,7 +718,7 @@ def _ov_prefetch_column(written, s, b):  # type: ignore[no-untyped-def]
     return prefetch
 
 
-@numba.njit(**JIT)
+@numba.njit(**JIT_LOOP)
 def _rope_inner_head(x, out, cos, sin, pairing, shared, positions, start, stop, post):  # type: ignore[no-untyped-def]
     """RoPE with the head axis innermost (F order); outer range over (batch, seq)."""
     posted(post)
@@ -736,7 +736,7 @@ def _rope_inner_head(x, out, cos, sin, pairing, shared, positions, start, stop, 
                     written[head - 1, s, b] = _pass_through(x[head - 1, s, b], written)
 
 
-@numba.njit(**JIT)
+@numba.njit(**JIT_LOOP)
 def _rope_inner_batch(x, out, cos, sin, pairing, shared, positions, start, stop, post):  # type: ignore[no-untyped-def]
     """RoPE with the batch axis innermost (C order); outer range over pairs
     (and, for an odd head, the unpaired last channel as one more unit)."""
@@ -755,7 +755,7 @@ def _rope_inner_batch(x, out, cos, sin, pairing, shared, positions, start, stop,
                     _rotate_rows(x, out, cos, sin, pairing, shared, positions, i, s)
 
 
-@numba.njit(**JIT)
+@numba.njit(**JIT_LOOP)
 def _rope_short_batch(x, out, cos, sin, pairing, shared, batch, positions, start, stop, post):  # type: ignore[no-untyped-def]
     """``_rope_inner_batch`` for C-contiguous arrays of a few batch columns
     (``_UNROLLED_BATCH``), whose batch rows are too short to vectorise:
@@ -809,7 +809,7 @@ def _ov_written_at(row, out, index):  # type: ignore[no-untyped-def]
     return lambda row, out, index: _unrelated(out[index])
 
 
-@numba.njit(**JIT)
+@numba.njit(**JIT_LOOP)
 def _rope_positions_outer_head(x, out, cos, sin, pairing, shared, positions, start, stop, post):  # type: ignore[no-untyped-def]
     """``_rope_inner_head`` with positions outermost: range over positions,
     every batch column of one position in a loop over the whole batch axis.
@@ -836,7 +836,7 @@ def _rope_positions_outer_head(x, out, cos, sin, pairing, shared, positions, sta
                     written[head - 1, s, b] = _pass_through(x[head - 1, s, b], written)
 
 
-@numba.njit(**JIT)
+@numba.njit(**JIT_LOOP)
 def _rope_positions_outer_batch(x, out, cos, sin, pairing, shared, positions, start, stop, post):  # type: ignore[no-untyped-def]
     """``_rope_inner_batch`` with positions outermost: range over positions,
     every pair of one position in a loop over the whole head.  For arrays
@@ -853,7 +853,7 @@ def _rope_positions_outer_batch(x, out, cos, sin, pairing, shared, positions, st
                 _pass_through_row(x, out, s)
 
 
-@numba.njit(**JIT)
+@numba.njit(**JIT_LOOP)
 def _rope_inner_seq(x, out, cos, sin, pairing, shared, positions, start, stop, post):  # type: ignore[no-untyped-def]
     """RoPE with the seq axis innermost (C order with a single batch column)
     on (head, batch, seq) views; outer range over pairs (and, for an odd
@@ -1378,7 +1378,7 @@ def absolute_direct(
     return entry, args, length, None if embeddings is table else embeddings.shape[1] - x.shape[0]
 
 
-@numba.njit(**JIT)
+@numba.njit(**JIT_LOOP)
 def ids_within(ids, length):  # type: ignore[no-untyped-def]
     """Whether every position id lies in ``0 .. length - 1``, as the checks
     require: the range check of a remembered call with ids (``DirectCalls``).
@@ -1421,7 +1421,7 @@ def _split(entry: Callable[..., None], traffic: int) -> Callable[..., None]:
     return split
 
 
-@numba.njit(**JIT)
+@numba.njit(**JIT_LOOP)
 def _absolute_inner_seq(x, out, embeddings, offset, start, stop, post):  # type: ignore[no-untyped-def]
     """AbsolutePE with the seq axis innermost (Julia's order); outer range over (batch, channel)."""
     posted(post)
@@ -1539,7 +1539,7 @@ def _absolute_planes(x, out, embeddings, width, parts, offset, start, stop, post
                     os[j] = _add(_load(xs[j]), plane[j], os)
 
 
-@numba.njit(**JIT)
+@numba.njit(**JIT_LOOP)
 def _absolute_inner_channel(x, out, embeddings, block, offset, start, stop, post):  # type: ignore[no-untyped-def]
     """AbsolutePE with the channel axis innermost, on (batch, seq, channel)
     views; range over blocks of ``block`` positions, each walked batch
@@ -1569,7 +1569,7 @@ def _absolute_inner_channel(x, out, embeddings, block, offset, start, stop, post
                         out[b, s, c] = _add(_load(x[b, s, c]), column[c], out)
 
 
-@numba.njit(**JIT)
+@numba.njit(**JIT_LOOP)
 def _absolute_short_batch(x, out, embeddings, batch, offset, start, stop, post):  # type: ignore[no-untyped-def]
     """AbsolutePE on C-contiguous arrays of a few batch columns
     (``_SHORT_ROW_BYTES``), whose batch rows are too short to vectorise:
@@ -1600,7 +1600,7 @@ def _absolute_short_batch(x, out, embeddings, batch, offset, start, stop, post):
                     dest[j] = _add(_load(run[j]), value, written)
 
 
-@numba.njit(**JIT)
+@numba.njit(**JIT_LOOP)
 def _absolute_tiles(x, out, embeddings, across, offset, start, stop, post):  # type: ignore[no-untyped-def]
     """AbsolutePE where one of ``x`` and ``out`` has the seq axis innermost
     and the other the axis ``across`` (1: channels, 2: batch): range over
@@ -1647,7 +1647,7 @@ def _add_position(x, out, column, s, first, stop):  # type: ignore[no-untyped-de
             out[s, c, b] = _add(_load(x[s, c, b]), e, out)
 
 
-@numba.njit(**JIT)
+@numba.njit(**JIT_LOOP)
 def _absolute_inner_batch(x, out, embeddings, parts, offset, start, stop, post):  # type: ignore[no-untyped-def]
     """AbsolutePE with the batch axis innermost (C order); outer range over
     positions, each cut into ``parts`` blocks of channels (more than one only
@@ -1675,7 +1675,7 @@ def _absolute_inner_batch(x, out, embeddings, parts, offset, start, stop, post):
             _add_position(x, out, embeddings[:, s + offset], s, first, min(first + width, channels))
 
 
-@numba.njit(**JIT)
+@numba.njit(**JIT_LOOP)
 def _absolute_few_positions(x, out, by_position, channels_inner, offset, start, stop, post):  # type: ignore[no-untyped-def]
     """AbsolutePE for a few positions (decoding) on one thread: range over
     positions; inside, every batch column with its channels innermost
@@ -1699,7 +1699,7 @@ def _absolute_few_positions(x, out, by_position, channels_inner, offset, start, 
                 out[s, c, b] = _add(_load(x[s, c, b]), column[c], out)
 
 
-@numba.njit(**JIT)
+@numba.njit(**JIT_LOOP)
 def _absolute_seq_major(x, out, by_position, offset, start, stop, post):  # type: ignore[no-untyped-def]
     """AbsolutePE on (seq, batch, channel) views of arrays stored position by
     position with their channels innermost (PyTorch's (seq, batch,
@@ -1858,7 +1858,7 @@ def _plane(a: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
     return a.T.reshape(shape)
 
 
-@numba.njit(**JIT)
+@numba.njit(**JIT_LOOP)
 def inverse_frequencies(dim: int, base: float, theta: np.ndarray) -> None:
     """``theta[i] = 1 / base^((2i)/dim)``, Julia's ``1 ./ (base .^ (0:2:dim-1 ./ dim))``."""
     for i in range(theta.size):
@@ -1930,7 +1930,7 @@ def _put_pair(cos, sin, h1, h2, p, c, s):  # type: ignore[no-untyped-def]
     sin[h2, p] = s
 
 
-@numba.njit(**JIT)
+@numba.njit(**JIT_LOOP)
 def _rope_tables(theta, scale, cos, sin, pairing, start, stop, post):  # type: ignore[no-untyped-def]
     """Positions ``start .. stop`` of RoPE's tables (``rope_tables``).  Each
     position's pairs first take the branch-free sin and cos, which vectorises
@@ -1974,7 +1974,7 @@ def rope_tables(
     run_ranges(_rope_tables, cos.shape[1], cost, theta, scale, cos, sin, pairing)
 
 
-@numba.njit(**JIT)
+@numba.njit(**JIT_LOOP)
 def _widened_f16(bits, out, start, stop, post):  # type: ignore[no-untyped-def]
     """Columns ``start .. stop`` of ``widened_f16``."""
     posted(post)
@@ -2034,7 +2034,7 @@ def absolute_table(theta: np.ndarray, embeddings: np.ndarray) -> None:
     run_ranges(_absolute_table, embeddings.shape[1], cost, theta, embeddings)
 
 
-@numba.njit(**JIT)
+@numba.njit(**JIT_LOOP)
 def relative_index(clip: int, out: np.ndarray) -> None:
     """``out[i, j] = clip(j - i, -clip, clip) + clip`` over a (length_q, length_k) array."""
     for i in range(out.shape[0]):
@@ -2042,7 +2042,7 @@ def relative_index(clip: int, out: np.ndarray) -> None:
             out[i, j] = min(max(j - i, -clip), clip) + clip
 
 
-@numba.njit(**JIT)
+@numba.njit(**JIT_LOOP)
 def gather_rows(table: np.ndarray, index: np.ndarray, out: np.ndarray) -> None:
     """``out[i, j, :] = table[index[i, j], :]``."""
     for i in range(index.shape[0]):
@@ -2052,7 +2052,7 @@ def gather_rows(table: np.ndarray, index: np.ndarray, out: np.ndarray) -> None:
                 out[i, j, c] = table[row, c]
 
 
-@numba.njit(**JIT)
+@numba.njit(**JIT_LOOP)
 def t5_bucket(
     relative: np.ndarray, bidirectional: bool, buckets: int, max_distance: int, out: np.ndarray
 ) -> None:
@@ -2083,7 +2083,7 @@ def t5_bucket(
         out[k] = bucket
 
 
-@numba.njit(**JIT)
+@numba.njit(**JIT_LOOP)
 def alibi_bias(slopes: np.ndarray, causal: bool, out: np.ndarray) -> None:
     """``out[k, q, h] = -(slopes[h] * |q - k|)`` in ``out``'s type (slopes
     already of that type); with ``causal``, ``-inf`` for keys after the query."""

@@ -629,6 +629,70 @@ def test_memory_is_flat_over_100k_calls():
     assert growth_kib < 5 * 1024, f"resident memory grew by {growth_kib} KiB"
 
 
+RUNTIME_RECORDS = """
+import numpy as np
+from numba.core.runtime import rtsys
+from positional_embeddings import AbsolutePE, LearnedPE, RelativePE, RoPE, alibi_bias
+
+rope, rope16, pe = RoPE(64, 32), RoPE(64, 32, T=np.float16), AbsolutePE(16, 32)
+learned, relative = LearnedPE(32, 16, seed=0), RelativePE(4, 8, seed=0)
+x = np.random.default_rng(0).standard_normal((64, 4, 3)).astype(np.float32)
+cache = np.zeros((64, 32, 3), np.float32)
+z = np.ones((4, 16, 3), np.float32)
+
+
+def in_place(layer, a):
+    return layer(a, out=a)
+
+
+calls = {
+    "RoPE, C order": lambda: rope(x),
+    "RoPE, F order": lambda: rope(np.asfortranarray(x)),
+    "RoPE, out=": lambda: rope(x, out=np.empty_like(x)),
+    "RoPE, in place": lambda: in_place(rope, x.copy()),
+    "RoPE float16, in place": lambda: in_place(rope16, x.astype(np.float16)),
+    "RoPE, a step into a cache slot": lambda: rope(x[:, :1], out=cache[:, 5:6], offset=5),
+    "RoPE, position ids": lambda: rope(x, positions=np.array([5, 1, 7, 2])),
+    "RoPE, backward": lambda: rope.backward(x),
+    "AbsolutePE, C order": lambda: pe(z),
+    "LearnedPE, batch first": lambda: learned(z.transpose(2, 0, 1).copy(), batch_first=True),
+    "RelativePE": lambda: relative(5, 6),
+    "alibi_bias": lambda: alibi_bias(4, 8),
+}
+for name, call in calls.items():
+    call()
+    call()
+    before = rtsys.get_allocation_stats()
+    for _ in range(5):
+        call()
+    after = rtsys.get_allocation_stats()
+    print(f"{name}: {after.mi_alloc - before.mi_alloc} {after.mi_free - before.mi_free}")
+"""
+
+
+def test_compiled_calls_take_their_arrays_without_numbas_runtime():
+    """The loops that Python calls, and that allocate nothing, are compiled
+    without Numba's runtime (``_jit.JIT_LOOP``): no call wraps its arrays in
+    the runtime's records (an allocation and a release per array, as Numba's
+    runtime statistics count them), the decoding step included.  (Not the
+    loop of AbsolutePE's short sequences in Julia's order, whose scratch
+    plane is allocated in the loop.)"""
+    result = run_python(RUNTIME_RECORDS, env={"NUMBA_NRT_STATS": "1"})
+    assert result.returncode == 0, result.stderr
+    counts = dict(line.rsplit(": ", 1) for line in result.stdout.splitlines())
+    assert len(counts) == 12, result.stdout
+    wrapped = {name: count for name, count in counts.items() if count != "0 0"}
+    assert not wrapped, f"records (allocated, released) over 5 calls: {wrapped}"
+
+
+def test_without_numbas_runtime_option_every_function_keeps_the_runtime(monkeypatch):
+    import numba.core.cpu
+
+    assert _jit._runtime(False) == {"_nrt": False}
+    monkeypatch.setattr(numba.core.cpu, "CPUTargetOptions", type("Options", (), {}))
+    assert _jit._runtime(False) == {}
+
+
 # --- numpy versions ------------------------------------------------------------------
 
 
