@@ -120,66 +120,76 @@ def _ov_neg(value):  # type: ignore[no-untyped-def]
     return lambda value: -value
 
 
-def _cvt(value, out):  # type: ignore[no-untyped-def]
-    """``value`` converted to the arithmetic type of ``out``'s elements."""
+# The arithmetic helpers below take the dtype of the array a loop writes
+# (``out.dtype``: float32, float64, or uint16 for float16 bits), never the
+# array itself.  Numba compiles a function once for each tuple of argument
+# types, and an array's type carries its dims and layout too: given ``out``,
+# every new layout compiled them all again.  ``dtype`` is Numba's ``DType``
+# type, whose ``.dtype`` is the element type.
+
+
+def _cvt(value, dtype):  # type: ignore[no-untyped-def]
+    """``value`` converted to the arithmetic type of ``dtype``'s elements."""
 
 
 @overload(_cvt, jit_options=JIT)
-def _ov_cvt(value, out):  # type: ignore[no-untyped-def]
-    if out.dtype == types.uint16:
-        return lambda value, out: round_f16(np.float32(value))
-    if out.dtype == types.float32:
-        return lambda value, out: np.float32(value)
-    return lambda value, out: np.float64(value)
+def _ov_cvt(value, dtype):  # type: ignore[no-untyped-def]
+    if dtype.dtype == types.uint16:
+        return lambda value, dtype: round_f16(np.float32(value))
+    if dtype.dtype == types.float32:
+        return lambda value, dtype: np.float32(value)
+    return lambda value, dtype: np.float64(value)
 
 
-def _rnd(value, out):  # type: ignore[no-untyped-def]
-    """Round an arithmetic result to ``out``'s precision (only float16 needs it)."""
+def _rnd(value, dtype):  # type: ignore[no-untyped-def]
+    """Round an arithmetic result to ``dtype``'s precision (only float16 needs it)."""
 
 
 @overload(_rnd, jit_options=JIT)
-def _ov_rnd(value, out):  # type: ignore[no-untyped-def]
-    if out.dtype == types.uint16:
-        return lambda value, out: round_f16(value)
-    return lambda value, out: value
+def _ov_rnd(value, dtype):  # type: ignore[no-untyped-def]
+    if dtype.dtype == types.uint16:
+        return lambda value, dtype: round_f16(value)
+    return lambda value, dtype: value
 
 
-def _store(value, out):  # type: ignore[no-untyped-def]
-    """A result in ``out``'s storage type (float16 bits for uint16 views)."""
+def _store(value, dtype):  # type: ignore[no-untyped-def]
+    """A result in ``dtype``'s storage type (float16 bits for uint16)."""
 
 
 @overload(_store, jit_options=JIT)
-def _ov_store(value, out):  # type: ignore[no-untyped-def]
-    if out.dtype == types.uint16:
-        return lambda value, out: f32_to_f16_bits(value)
-    return lambda value, out: value
+def _ov_store(value, dtype):  # type: ignore[no-untyped-def]
+    if dtype.dtype == types.uint16:
+        return lambda value, dtype: f32_to_f16_bits(value)
+    return lambda value, dtype: value
 
 
-def _mul(a, b, out):  # type: ignore[no-untyped-def]
-    """Julia's ``a * b`` promoted to ``out``'s type (``b`` is a float)."""
+def _mul(a, b, dtype):  # type: ignore[no-untyped-def]
+    """Julia's ``a * b`` promoted to ``dtype``'s type (``b`` is a float)."""
 
 
 @overload(_mul, jit_options=JIT)
-def _ov_mul(a, b, out):  # type: ignore[no-untyped-def]
+def _ov_mul(a, b, dtype):  # type: ignore[no-untyped-def]
     if isinstance(a, types.Boolean):
 
-        def strong_zero(a, b, out):  # type: ignore[no-untyped-def]
-            y = _cvt(b, out)
-            return y if a else _cvt(math.copysign(0.0, y), out)
+        def strong_zero(a, b, dtype):  # type: ignore[no-untyped-def]
+            y = _cvt(b, dtype)
+            return y if a else _cvt(math.copysign(0.0, y), dtype)
 
         return strong_zero
-    return lambda a, b, out: _rnd(_cvt(a, out) * _cvt(b, out), out)
+    return lambda a, b, dtype: _rnd(_cvt(a, dtype) * _cvt(b, dtype), dtype)
 
 
-def _add(a, b, out):  # type: ignore[no-untyped-def]
-    """Julia's ``a + b`` promoted to ``out``'s type (``b`` is a float)."""
+def _add(a, b, dtype):  # type: ignore[no-untyped-def]
+    """Julia's ``a + b`` promoted to ``dtype``'s type (``b`` is a float)."""
 
 
 @overload(_add, jit_options=JIT)
-def _ov_add(a, b, out):  # type: ignore[no-untyped-def]
+def _ov_add(a, b, dtype):  # type: ignore[no-untyped-def]
     if isinstance(a, types.Boolean):
-        return lambda a, b, out: _rnd(_cvt(1.0, out) + _cvt(b, out), out) if a else _cvt(b, out)
-    return lambda a, b, out: _rnd(_cvt(a, out) + _cvt(b, out), out)
+        return lambda a, b, dtype: (
+            _rnd(_cvt(1.0, dtype) + _cvt(b, dtype), dtype) if a else _cvt(b, dtype)
+        )
+    return lambda a, b, dtype: _rnd(_cvt(a, dtype) + _cvt(b, dtype), dtype)
 
 
 def _pair(i, half, pairing):  # type: ignore[no-untyped-def]
@@ -469,17 +479,18 @@ def _adjacent(run):  # type: ignore[no-untyped-def]
 
 
 @numba.njit(**JIT)
-def _rotate(x1, x2, c1, s1, c2, s2, out):  # type: ignore[no-untyped-def]
-    """One RoPE pair, exactly Julia's ``x .* cos + neg_half(x) .* sin``.
+def _rotate(x1, x2, c1, s1, c2, s2, dtype):  # type: ignore[no-untyped-def]
+    """One RoPE pair, exactly Julia's ``x .* cos + neg_half(x) .* sin``, in
+    the storage type of ``dtype`` (the written array's).
 
     ``x1`` is channel h1 and ``x2`` its partner h2: the rotation gives ``-x2``
     to h1 and ``x1`` to h2.  Two rounded products and a rounded sum, no fused
     multiply-add.  Both inputs are read before either output is written by
-    the callers, so ``out`` may be ``x``.
+    the callers, so the written array may be ``x``.
     """
-    y1 = _rnd(_mul(x1, c1, out) + _mul(_neg(x2), s1, out), out)
-    y2 = _rnd(_mul(x2, c2, out) + _mul(_rotated(x1), s2, out), out)
-    return _store(y1, out), _store(y2, out)
+    y1 = _rnd(_mul(x1, c1, dtype) + _mul(_neg(x2), s1, dtype), dtype)
+    y2 = _rnd(_mul(x2, c2, dtype) + _mul(_rotated(x1), s2, dtype), dtype)
+    return _store(y1, dtype), _store(y2, dtype)
 
 
 @numba.njit(**JIT)
@@ -487,14 +498,15 @@ def _rotate_pair(x, out, cos, sin, shared, h1, h2, s, b, p):  # type: ignore[no-
     """Rotate channels ``h1, h2`` of column ``x[:, s, b]`` with the tables at position ``p``."""
     c1, s1, c2, s2 = _pair_tables(cos, sin, shared, h1, h2, p)
     out[h1, s, b], out[h2, s, b] = _rotate(
-        _load(x[h1, s, b]), _load(x[h2, s, b]), c1, s1, c2, s2, out
+        _load(x[h1, s, b]), _load(x[h2, s, b]), c1, s1, c2, s2, out.dtype
     )
 
 
 @numba.njit(**JIT)
-def _pass_through(value, out):  # type: ignore[no-untyped-def]
-    """The unpaired last channel of an odd interleaved head, unchanged but promoted."""
-    return _store(_cvt(_load(value), out), out)
+def _pass_through(value, dtype):  # type: ignore[no-untyped-def]
+    """The unpaired last channel of an odd interleaved head, unchanged but
+    promoted to ``dtype`` (the written array's)."""
+    return _store(_cvt(_load(value), dtype), dtype)
 
 
 _POSITION_BLOCK = 64
@@ -608,7 +620,7 @@ def _rotate_run(column, target, cos, sin, p, pairing, shared):  # type: ignore[n
         h1, h2 = _pair(i, half, pairing)
         c1, s1, c2, s2 = _pair_tables(cos, sin, shared, h1, h2, p)
         target[h1], target[h2] = _rotate(
-            _load(column[h1]), _load(column[h2]), c1, s1, c2, s2, target
+            _load(column[h1]), _load(column[h2]), c1, s1, c2, s2, target.dtype
         )
 
 
@@ -655,7 +667,7 @@ def _rotate_row_runs(r1, r2, w1, w2, c1, s1, c2, s2):  # type: ignore[no-untyped
     """RoPE on one pair's rows (1-D) ``r1`` and ``r2`` into ``w1`` and ``w2``,
     with the tables' values at their position."""
     for b in range(r1.shape[0]):
-        w1[b], w2[b] = _rotate(_load(r1[b]), _load(r2[b]), c1, s1, c2, s2, w1)
+        w1[b], w2[b] = _rotate(_load(r1[b]), _load(r2[b]), c1, s1, c2, s2, w1.dtype)
 
 
 def _rotate_rows_indexed(x, out, cos, sin, pairing, shared, positions, i, s):  # type: ignore[no-untyped-def]
@@ -671,7 +683,7 @@ def _rotate_rows_indexed(x, out, cos, sin, pairing, shared, positions, i, s):  #
         c1, s1, c2, s2 = _pair_tables(cos, sin, shared, h1, h2, _position(positions, s, 0))
         for b in range(x.shape[2]):
             out[h1, s, b], out[h2, s, b] = _rotate(
-                _load(x[h1, s, b]), _load(x[h2, s, b]), c1, s1, c2, s2, out
+                _load(x[h1, s, b]), _load(x[h2, s, b]), c1, s1, c2, s2, out.dtype
             )
 
 
@@ -680,7 +692,7 @@ def _pass_through_row(x, out, s):  # type: ignore[no-untyped-def]
     """Row ``x[-1, s, :]`` of an odd head (its unpaired last channel), promoted."""
     last = x.shape[0] - 1
     for b in range(x.shape[2]):
-        out[last, s, b] = _pass_through(x[last, s, b], out)
+        out[last, s, b] = _pass_through(x[last, s, b], out.dtype)
 
 
 _PREFETCH_AHEAD = 4
@@ -733,7 +745,7 @@ def _rope_inner_head(x, out, cos, sin, pairing, shared, positions, start, stop, 
                 s = first + j
                 _rotate_column(x, out, cos, sin, pairing, shared, positions, s, b)
                 if head % 2:
-                    written[head - 1, s, b] = _pass_through(x[head - 1, s, b], written)
+                    written[head - 1, s, b] = _pass_through(x[head - 1, s, b], written.dtype)
 
 
 @numba.njit(**JIT_LOOP)
@@ -790,7 +802,7 @@ def _rope_short_batch(x, out, cos, sin, pairing, shared, batch, positions, start
                 for b in range(columns):
                     j = s * columns + b
                     w1[j], w2[j] = _rotate(
-                        _load(r1[j]), _load(r2[j]), c1[p], s1[p], c2[p], s2[p], written
+                        _load(r1[j]), _load(r2[j]), c1[p], s1[p], c2[p], s2[p], written.dtype
                     )
 
 
@@ -833,7 +845,7 @@ def _rope_positions_outer_head(x, out, cos, sin, pairing, shared, positions, sta
                 _rotate_column(x, out, cos, sin, pairing, shared, positions, s, b)
             if head % 2:
                 for b in range(batch):
-                    written[head - 1, s, b] = _pass_through(x[head - 1, s, b], written)
+                    written[head - 1, s, b] = _pass_through(x[head - 1, s, b], written.dtype)
 
 
 @numba.njit(**JIT_LOOP)
@@ -878,7 +890,7 @@ def _rope_inner_seq(x, out, cos, sin, pairing, shared, positions, start, stop, p
             if i == half:
                 for b in range(batch):
                     for s in range(seq):
-                        written[head - 1, b, s] = _pass_through(x[head - 1, b, s], written)
+                        written[head - 1, b, s] = _pass_through(x[head - 1, b, s], written.dtype)
                 continue
             h1, h2 = _pair(i, half, pairing)
             c1, s1, c2, s2 = _pair_windows(cos, sin, shared, h1, h2, positions, seq)
@@ -888,7 +900,7 @@ def _rope_inner_seq(x, out, cos, sin, pairing, shared, positions, start, stop, p
                 for s in range(seq):
                     p = _window_index(positions, s)
                     w1[s], w2[s] = _rotate(
-                        _load(r1[s]), _load(r2[s]), c1[p], s1[p], c2[p], s2[p], written
+                        _load(r1[s]), _load(r2[s]), c1[p], s1[p], c2[p], s2[p], written.dtype
                     )
 
 
@@ -1436,7 +1448,7 @@ def _absolute_inner_seq(x, out, embeddings, offset, start, stop, post):  # type:
                 c = first + j
                 row = embeddings[c, offset : offset + seq]  # indexed from 0: vectorises
                 for s in range(seq):
-                    out[s, c, b] = _add(_load(x[s, c, b]), row[s], out)
+                    out[s, c, b] = _add(_load(x[s, c, b]), row[s], out.dtype)
 
 
 _SHORT_SEQUENCE = 256
@@ -1536,7 +1548,7 @@ def _absolute_planes(x, out, embeddings, width, parts, offset, start, stop, post
                 xs = x[b, c * seq : c * seq + n]
                 os = _written(xs, _run_of(out, b, c * seq, n))
                 for j in range(n):
-                    os[j] = _add(_load(xs[j]), plane[j], os)
+                    os[j] = _add(_load(xs[j]), plane[j], os.dtype)
 
 
 @numba.njit(**JIT_LOOP)
@@ -1566,7 +1578,7 @@ def _absolute_inner_channel(x, out, embeddings, block, offset, start, stop, post
                 for s in range(first, min(first + block, seq)):
                     column = embeddings[:, s + offset]
                     for c in range(channels):
-                        out[b, s, c] = _add(_load(x[b, s, c]), column[c], out)
+                        out[b, s, c] = _add(_load(x[b, s, c]), column[c], out.dtype)
 
 
 @numba.njit(**JIT_LOOP)
@@ -1597,7 +1609,7 @@ def _absolute_short_batch(x, out, embeddings, batch, offset, start, stop, post):
                 value = by_position[p, c]
                 for b in range(columns):
                     j = c * columns + b
-                    dest[j] = _add(_load(run[j]), value, written)
+                    dest[j] = _add(_load(run[j]), value, written.dtype)
 
 
 @numba.njit(**JIT_LOOP)
@@ -1634,7 +1646,7 @@ def _add_positions(x, out, row, first, c, b):  # type: ignore[no-untyped-def]
     as ``row`` holds: the table's run of that channel from position ``first``."""
     for j in range(row.shape[0]):
         s = first + j
-        out[s, c, b] = _add(_load(x[s, c, b]), row[j], out)
+        out[s, c, b] = _add(_load(x[s, c, b]), row[j], out.dtype)
 
 
 @numba.njit(**JIT_INLINED)
@@ -1644,7 +1656,7 @@ def _add_position(x, out, column, s, first, stop):  # type: ignore[no-untyped-de
     for c in range(first, stop):
         e = column[c]
         for b in range(x.shape[2]):
-            out[s, c, b] = _add(_load(x[s, c, b]), e, out)
+            out[s, c, b] = _add(_load(x[s, c, b]), e, out.dtype)
 
 
 @numba.njit(**JIT_LOOP)
@@ -1696,7 +1708,7 @@ def _absolute_few_positions(x, out, by_position, channels_inner, offset, start, 
             continue
         for b in range(batch):
             for c in range(channels):
-                out[s, c, b] = _add(_load(x[s, c, b]), column[c], out)
+                out[s, c, b] = _add(_load(x[s, c, b]), column[c], out.dtype)
 
 
 @numba.njit(**JIT_LOOP)
@@ -1716,7 +1728,7 @@ def _absolute_seq_major(x, out, by_position, offset, start, stop, post):  # type
             column = by_position[s + offset]
             for b in range(x.shape[1]):
                 for c in range(x.shape[2]):
-                    out[s, b, c] = _add(_load(x[s, b, c]), column[c], out)
+                    out[s, b, c] = _add(_load(x[s, b, c]), column[c], out.dtype)
 
 
 def absolute_forward(
@@ -2089,7 +2101,7 @@ def alibi_bias(slopes: np.ndarray, causal: bool, out: np.ndarray) -> None:
     already of that type); with ``causal``, ``-inf`` for keys after the query."""
     for k in range(out.shape[0]):
         for q in range(out.shape[1]):
-            distance = _cvt(abs(q - k), out)
+            distance = _cvt(abs(q - k), out.dtype)
             for h in range(out.shape[2]):
                 if causal and k > q:
                     out[k, q, h] = -np.inf
