@@ -16,7 +16,7 @@ from ._checks import (
     resolve_positions,
 )
 from ._direct import DirectCalls
-from ._views import may_share
+from ._views import may_share, read_only
 from .absolute import add_embeddings, remember_sum, remembered_sum, seq_first
 
 __all__ = ["LearnedPE"]
@@ -138,15 +138,18 @@ class LearnedPE:
             # ``out`` (``x`` itself, in place) is part of the table the call
             # reads: read a copy, as numpy and Julia's ``broadcast!`` would
             # (rows written before they were read gave wrong sums).
-            return add_embeddings(table.T.copy(order="K"), x, out, offset, batch_first)
+            return add_embeddings(read_only(table.T.copy(order="K")), x, out, offset, batch_first)
         if _layout(table) != self._direct_layout:  # retyped or reshaped in place
             self._remember_for(table)
         elif type(x) is np.ndarray and type(offset) is int:
             y = remembered_sum(self._direct, x, out, offset, batch_first)
             if y is not None:
                 return y
-        y = add_embeddings(table.T, x, out, offset, batch_first)
-        remember_sum(self._direct, table.T, None, x, y, out is None, batch_first)
+        # The loops read a read-only view, as AbsolutePE's table: Numba's types
+        # tell the two apart, and the loops compiled for one serve the other.
+        columns = read_only(table.T)
+        y = add_embeddings(columns, x, out, offset, batch_first)
+        remember_sum(self._direct, columns, None, x, y, out is None, batch_first)
         return y
 
     def backward(

@@ -249,9 +249,12 @@ class RoPE:
         self._cos_cached = cos
         self._sin_cached = sin
         self._pairing = _pairing(head_size, interleaved)
-        # Kernels read float16 tables as exact float32 copies.
+        # Kernels read float16 tables as exact float32 copies, read-only as the
+        # float32 tables are: Numba's types tell the two apart, so a writeable
+        # copy would compile every loop again for what float32 tables compiled.
         self._kernel_tables = tuple(
-            widened_f16(table) if table.dtype == np.float16 else table for table in (cos, sin)
+            read_only(widened_f16(table)) if table.dtype == np.float16 else table
+            for table in (cos, sin)
         )
         if interleaved:
             # Adjacent partner rows: reading both makes one vector load that the
@@ -506,7 +509,7 @@ def _backward_sin(sin: np.ndarray, pairing: int | None) -> np.ndarray:
     first, second = _partner_rows(sin.shape[0], pairing)
     swapped[first], swapped[second] = sin[second], sin[first]
     np.negative(swapped, out=swapped)
-    return swapped
+    return read_only(swapped)  # read-only as the forward tables: the same compiled loops
 
 
 def neg_half(x: Any, dim: int = 0) -> np.ndarray:

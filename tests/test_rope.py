@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+import itertools
 import math
 from dataclasses import dataclass
 from functools import partial
@@ -12,6 +14,7 @@ import pytest
 
 from positional_embeddings import (
     AbsolutePE,
+    LearnedPE,
     RoPE,
     _direct,
     _kernels,
@@ -854,6 +857,39 @@ def test_a_remembered_call_covers_only_what_both_table_copies_cover(batch):
     fresh = RoPE(8, 64)
     for offset in (30, 54, 0):
         assert_bitwise_equal(rope(x, offset=offset), fresh(x.copy(order="F"), offset=offset))
+
+
+def compiled_table_types():
+    """(loop, parameter, Numba type) of the table arguments (``cos``, ``sin``,
+    ``embeddings``, ``by_position``) of every forward loop (those taking
+    ``x``) compiled in this process."""
+    for name, value in vars(_kernels).items():
+        if isinstance(value, numba.core.dispatcher.Dispatcher):
+            parameters = list(inspect.signature(value.py_func).parameters)
+            if parameters[0] == "x":
+                for signature in value.signatures:
+                    for parameter, argument in zip(parameters, signature, strict=True):
+                        if parameter in {"cos", "sin", "embeddings", "by_position"}:
+                            yield name, parameter, argument
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_loops_read_every_table_read_only(order):
+    """Numba compiles a loop again for a writeable table where it has one
+    for a read-only table of the same layout.  Every table a loop reads is
+    read-only: the backward pass's sin table, float16 RoPE's float32 copies
+    and LearnedPE's trainable table (through a read-only view) take the
+    loops the forward passes of RoPE and AbsolutePE compiled.  The check
+    covers every loop compiled in this process, these calls' included."""
+    x = np.asarray(sample((16, 6, 4), np.float32, seed=3), order=order)
+    for T, interleaved in itertools.product([np.float32, np.float16], [False, True]):
+        rope = RoPE(16, 12, T=T, interleaved=interleaved)
+        rope(x)
+        rope.backward(x, out=np.empty_like(x))
+    learned = LearnedPE(12, 16, seed=3)
+    learned(x.transpose(1, 0, 2))
+    assert learned.embeddings.flags.writeable  # trained in place: the loops' view is read-only
+    assert not [(name, table) for name, table, kind in compiled_table_types() if kind.mutable]
 
 
 def test_layouts_never_remembered_are_not_probed_at_every_call(monkeypatch):
