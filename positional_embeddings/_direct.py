@@ -40,6 +40,9 @@ call then passes one by one: a decoding step's compiled call 0.1 us faster
 3.5%, on the AVX2 AMD EPYC machine, in one process alternating with the
 starred call)."""
 
+_INTP = np.dtype(np.intp)
+"""The position ids' dtype in the compiled loops."""
+
 _MOST_LAYOUTS = 64
 """Records kept at most; many layouts in turn clear them (a small cache)."""
 
@@ -92,14 +95,15 @@ class DirectCalls:
         self,
         x: np.ndarray,
         out: np.ndarray | None,
-        offset: int,
+        offset: int | np.integer,
         ids: np.ndarray | None = None,
     ) -> np.ndarray | None:
         """The result of the remembered call for ``x`` (an ndarray) into
-        ``out`` (None: a new output) at the integer ``offset``, or with
-        ``ids``, an ndarray of position ids (``offset`` then 0), or None
-        where there is none or its conditions do not hold (then the caller
-        takes the checked path)."""
+        ``out`` (None: a new output) at the integer ``offset`` (Python's or
+        numpy's), or with ``ids``, an ndarray of position ids (``offset``
+        then 0), or None where there is none or its conditions do not hold
+        (then the caller takes the checked path).  Integer ids of another
+        dtype than ``intp`` are read as the checks convert them."""
         shape = x.shape
         if out is None:
             key: tuple[Any, ...] = (shape, x.strides, x.dtype, NEW)
@@ -109,12 +113,14 @@ class DirectCalls:
             key = (shape, x.strides, x.dtype, out.shape, out.strides, out.dtype)
         else:
             return None
-        where: int | np.ndarray = offset
+        where: int | np.integer | np.ndarray = offset
         if ids is None:
             record = self._records.get(key)
             if record is None or not 0 <= offset <= record[0]:
                 return None
         else:
+            if ids.dtype is not _INTP and ids.dtype.kind in "iu":
+                ids = ids.astype(np.intp)  # as ``resolve_positions`` converts them
             record = self._records.get((*key, ids.shape, ids.strides, ids.dtype))
             if record is None or not ids_within(ids, record[0] + shape[1]):
                 return None
@@ -153,20 +159,20 @@ class DirectCalls:
         x: np.ndarray,
         out: np.ndarray,
         new: bool,
+        where: int | np.ndarray,
         last: int,
         find: Callable[[np.ndarray, np.ndarray | None], Direct | None],
-        ids: np.ndarray | None = None,
     ) -> None:
         """After a checked call of ``x`` into ``out`` (``x`` itself in place;
-        ``new``: an output the call made), keep the loop ``find`` gives for
-        the arrays the loop is handed: 3-D views of ``x`` and of ``out``
-        (None in place), float16 in the kernels' storage types.  ``last``
-        is the largest offset the layer's tables cover for this sequence
-        length; the record covers less where the loop reads a copy of the
-        tables' first positions only (``Direct``).
-        ``ids``, if given, are the position ids the call read (native
-        ``intp``, one per position): the record is then for ids of their
-        shape and layout.
+        ``new``: an output the call made) at ``where``, keep the loop
+        ``find`` gives for the arrays the loop is handed: 3-D views of ``x``
+        and of ``out`` (None in place), float16 in the kernels' storage
+        types.  ``where`` is the call's offset (an int), or the position ids
+        it read (native ``intp``, one per position): the record is then for
+        ids of their shape and layout.  ``last`` is the largest offset the
+        layer's tables cover for this sequence length; the record covers
+        less where the loop reads a copy of the tables' first positions
+        only (``Direct``).
 
         ``find`` costs tens of microseconds (Numba's ``typeof`` of each
         argument), so it is not asked again while a record for such calls
@@ -174,17 +180,22 @@ class DirectCalls:
         within ``x``'s bounds: another view of its elements, written in
         place, or one among them; an unaligned one), nor for layouts
         refused before.  A record that covers less is looked for again
-        after a checked call (which grew the copy, or found it large enough
-        for the call).
+        after a checked call it could not have served (which grew the copy,
+        or found it large enough for the call); not after one it could
+        have (ids given as a list, an ndarray subclass), which would find
+        the same loop at every call.
         """
         in_place = out is x  # the loop compiled to write into x (see run_forward)
+        ids = where if isinstance(where, np.ndarray) else None
         # The key as ``call`` builds it (there inline, on the decoding step's path).
         key: tuple[Any, ...] = (x.shape, x.strides, x.dtype)
         key += (NEW,) if new else (IN_PLACE,) if in_place else (out.shape, out.strides, out.dtype)
         if ids is not None:
             key += (ids.shape, ids.strides, ids.dtype)
         kept = self._records.get(key)
-        if (kept is not None and kept[0] >= last) or key in self._refused:
+        if kept is not None and (kept[0] >= last or _serves(kept[0], x.shape[1], where)):
+            return
+        if key in self._refused:
             return
         if not new and not out.flags.behaved:  # never accepted by ``call``
             return
@@ -238,6 +249,15 @@ class DirectCalls:
             # those whose views ``merged`` found.
             entry = on_views(entry, merging(views[0].shape, merge))
         return order, entry, args, length, covered
+
+
+def _serves(last: int, seq_len: int, where: int | np.ndarray) -> bool:
+    """Whether a record covering offsets up to ``last`` serves a call of
+    ``seq_len`` positions at ``where`` (an offset, or intp position ids):
+    the range ``call`` checks."""
+    if isinstance(where, np.ndarray):
+        return bool(ids_within(where, last + seq_len))
+    return 0 <= where <= last
 
 
 def _same_steps(a: np.ndarray, b: np.ndarray) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -186,13 +187,20 @@ class AbsolutePE:
             Fewer than 3 dims; "Channel dimension must match embedding size";
             "Sequence length exceeds maximum length"; a bad ``out``.
         """
-        if type(x) is np.ndarray and type(offset) is int:
+        if type(x) is np.ndarray and (type(offset) is int or isinstance(offset, np.integer)):
             y = remembered_sum(self._direct, x, out, offset, batch_first)
             if y is not None:
                 return y
         y = add_embeddings(self._embeddings, x, out, offset, batch_first, self._position_major)
         remember_sum(
-            self._direct, self._embeddings, self._by_position, x, y, out is None, batch_first
+            self._direct,
+            self._embeddings,
+            self._by_position,
+            x,
+            y,
+            out is None,
+            offset,
+            batch_first,
         )
         return y
 
@@ -207,11 +215,15 @@ class AbsolutePE:
 
 
 def remembered_sum(
-    direct: DirectCalls, x: np.ndarray, out: np.ndarray | None, offset: int, batch_first: Any
+    direct: DirectCalls,
+    x: np.ndarray,
+    out: np.ndarray | None,
+    offset: int | np.integer,
+    batch_first: Any,
 ) -> np.ndarray | None:
     """``x + table`` by a call ``direct`` remembers (a decoding step), or None
     where it has none: the fast path of every additive encoding's call, for
-    an ndarray ``x`` and an integer ``offset``.  Batch-first steps are
+    an ndarray ``x`` and an integer ``offset`` (Python's or numpy's).  Batch-first steps are
     remembered as the (seq, features, batch) views they are."""
     if batch_first is False:
         return direct.call(x, out, offset)
@@ -230,11 +242,12 @@ def remember_sum(
     x: Any,
     y: np.ndarray,
     new: bool,
+    offset: Any,
     batch_first: Any,
 ) -> None:
-    """After ``y = add_embeddings(...)`` of ``x`` (checked; ``new``: ``y``
-    is an output the call made), have ``direct`` remember its loop for the
-    next call of the same layout (``remembered_sum``).  ``table`` is the
+    """After ``y = add_embeddings(...)`` of ``x`` at ``offset`` (checked;
+    ``new``: ``y`` is an output the call made), have ``direct`` remember its
+    loop for the next call of the same layout (``remembered_sum``).  ``table`` is the
     (features, positions) table the call read; ``by_position``, if not
     None, the same table in F order, which the loops reading a position at a
     time read instead (it may cover fewer positions).  Only native float
@@ -250,6 +263,7 @@ def remember_sum(
             view,
             y_view,
             new,
+            operator.index(offset),
             table.shape[1] - view.shape[0],
             lambda kernel_x, kernel_out: absolute_direct(kernel_x, kernel_out, table, by_position),
         )

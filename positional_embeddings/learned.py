@@ -141,7 +141,7 @@ class LearnedPE:
             return add_embeddings(read_only(table.T.copy(order="K")), x, out, offset, batch_first)
         if _layout(table) != self._direct_layout:  # retyped or reshaped in place
             self._remember_for(table)
-        elif type(x) is np.ndarray and type(offset) is int:
+        elif type(x) is np.ndarray and (type(offset) is int or isinstance(offset, np.integer)):
             y = remembered_sum(self._direct, x, out, offset, batch_first)
             if y is not None:
                 return y
@@ -149,7 +149,7 @@ class LearnedPE:
         # tell the two apart, and the loops compiled for one serve the other.
         columns = read_only(table.T)
         y = add_embeddings(columns, x, out, offset, batch_first)
-        remember_sum(self._direct, columns, None, x, y, out is None, batch_first)
+        remember_sum(self._direct, columns, None, x, y, out is None, offset, batch_first)
         return y
 
     def backward(

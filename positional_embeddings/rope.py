@@ -316,7 +316,7 @@ class RoPE:
             32"; "Sequence length exceeds maximum length" (positions beyond
             the tables); a bad ``out``.
         """
-        if type(x) is np.ndarray and type(offset) is int:
+        if type(x) is np.ndarray and (type(offset) is int or isinstance(offset, np.integer)):
             if positions is None:
                 y = self._direct.call(x, out, offset)
             elif type(positions) is np.ndarray and offset == 0:
@@ -412,6 +412,7 @@ class RoPE:
                 x,
                 out,
                 new,
+                where,
                 self.cos_cached.shape[1] - seq_len,
                 lambda view, kernel_out: rope_direct(
                     view,
@@ -424,7 +425,6 @@ class RoPE:
                     self._packed_tables,
                     where,
                 ),
-                ids,
             )
         return out
 

@@ -9,13 +9,15 @@ from functools import partial
 import numpy as np
 import pytest
 
-from positional_embeddings import AbsolutePE, RoPE, _direct, _kernels
+from positional_embeddings import AbsolutePE, LearnedPE, RoPE, _direct, _kernels, absolute
+from positional_embeddings import learned as learned_module
 from positional_embeddings.layouts import half_to_interleaved, interleaved_to_half
 
 import reference
 from comparisons import (
     assert_bitwise_equal,
     assert_every_way_of_writing,
+    refuse_checked_path,
     split_over,
     ulp_distance,
 )
@@ -61,11 +63,11 @@ def test_position_ids_equal_to_an_offset():
 
 @pytest.mark.parametrize("order", ["C", "F"])
 @pytest.mark.parametrize("per_column", [False, True])
-def test_repeated_calls_with_position_ids_take_the_direct_path(order, per_column):
+def test_repeated_calls_with_position_ids_take_the_direct_path(monkeypatch, order, per_column):
     """Decoding a batch whose sequences sit at different positions: after one
     checked call, calls with ids of the same shape and layout skip the
-    checks' slow path, read each call's own ids, and still refuse ids out of
-    range; ids of another dtype take the checked path."""
+    checks' slow path, read each call's own ids (of any integer dtype, read
+    as the checks convert them), and still refuse ids out of range."""
     rope = RoPE(16, 40)
     x = np.asarray(sample((16, 1, 6), np.float32, seed=24), order=order)
     rng = np.random.default_rng(24)
@@ -77,14 +79,56 @@ def test_repeated_calls_with_position_ids_take_the_direct_path(order, per_column
             x, rope.cos_cached, rope.sin_cached, reference.half_pairs(16), columns
         )
         y = assert_every_way_of_writing(partial(rope, positions=ids), x, expected)
-        assert_bitwise_equal(rope(x, positions=ids.astype(np.int32)), expected)
+        with monkeypatch.context() as patch:
+            patch.setattr(RoPE, "_apply", refuse_checked_path)
+            for dtype in (np.int32, np.uint8, np.uint64):
+                assert_bitwise_equal(rope(x, positions=ids.astype(dtype)), expected)
     for target, a in ((_direct.NEW, x), (_direct.IN_PLACE, y)):
         assert (a.shape, a.strides, a.dtype, target, ids.shape, ids.strides, ids.dtype) in (
             rope._direct
         )
-    for bad in (-1, 40):
+    for bad in (-1, 40, np.iinfo(np.uint64).max):
         with pytest.raises(ValueError, match="positions must lie"):
             rope(x, positions=np.full(shape, bad))
+    with pytest.raises(TypeError, match="positions must be integers"):
+        rope(x, positions=np.ones(shape, bool))
+    with pytest.raises(TypeError, match="positions must be integers"):
+        rope(x, positions=np.ones(shape))
+
+
+@pytest.mark.parametrize("kind", [np.int64, np.int32, np.uint8, np.uint64])
+def test_numpy_integer_offsets_take_the_direct_path(monkeypatch, kind):
+    """A position read from an array (``for p in np.arange(n)``, ``lengths[b]``)
+    is a numpy integer: decoding steps given one skip the checks as with a
+    Python int, with the same bits, for each layer that takes an offset;
+    bools, numpy's too, and offsets out of range still go to the checks,
+    which refuse them."""
+    rope, pe, learned = RoPE(16, 40), AbsolutePE(16, 40), LearnedPE(40, 16, seed=3)
+    x = sample((16, 1, 4), np.float32, seed=25)
+    steps = [(rope, x), (pe, x.reshape(1, 16, 4)), (learned, x.reshape(1, 16, 4))]
+    expected = {}
+    for layer, step in steps:
+        for position in (0, 7, 39):
+            expected[id(layer), position] = layer(step, offset=position)
+            layer(step, out=np.empty_like(step), offset=position)
+    with monkeypatch.context() as patch:
+        patch.setattr(RoPE, "_apply", refuse_checked_path)
+        patch.setattr(absolute, "add_embeddings", refuse_checked_path)
+        patch.setattr(learned_module, "add_embeddings", refuse_checked_path)
+        for layer, step in steps:
+            for position in (0, 7, 39):
+                assert_bitwise_equal(
+                    layer(step, offset=kind(position)), expected[id(layer), position]
+                )
+                out = np.empty_like(step)
+                assert layer(step, out=out, offset=kind(position)) is out
+                assert_bitwise_equal(out, expected[id(layer), position])
+    for layer, step in steps:
+        for bad in (True, np.True_):
+            with pytest.raises(TypeError, match="offset must be an integer"):
+                layer(step, offset=bad)
+        with pytest.raises(ValueError, match="exceeds maximum length"):
+            layer(step, offset=kind(40))
 
 
 def test_the_direct_paths_range_check_reads_every_id_in_any_layout():
