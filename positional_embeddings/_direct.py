@@ -252,9 +252,10 @@ class DirectCalls:
 
 
 def _serves(last: int, seq_len: int, where: int | np.ndarray) -> bool:
-    """Whether a record covering offsets up to ``last`` serves a call of
-    ``seq_len`` positions at ``where`` (an offset, or intp position ids):
-    the range ``call`` checks."""
+    """Whether a record covering offsets up to ``last`` serves a call at
+    ``where`` (an offset, or intp position ids for an ``x`` of ``seq_len``
+    positions along its second axis, as RoPE's): the range ``call``
+    checks."""
     if isinstance(where, np.ndarray):
         return bool(ids_within(where, last + seq_len))
     return 0 <= where <= last
