@@ -61,7 +61,7 @@ def test_upstream_causal_mask():
     np.testing.assert_array_equal(create_causal_mask(3), expected)
 
 
-@pytest.mark.parametrize("seq_len", [1, 2, 17])
+@pytest.mark.parametrize("seq_len", [1, 2, 17, 256, 257])  # positions fitting 8 bits, and not
 def test_causal_mask_matches_reference(seq_len):
     mask = create_causal_mask(seq_len)
     assert mask.dtype == np.bool_
