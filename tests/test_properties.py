@@ -109,14 +109,15 @@ def test_repeated_calls_give_the_bits_of_the_first(data, half, channels):
     gives the bits of the first, checked round: allocating, with ``out=`` (a
     new array, and one in any layout, as a slot of a cache) and in place
     (into a compact copy, and into ``x`` itself, whatever its layout), at
-    one offset."""
+    one offset (given later as a Python or a numpy integer)."""
     dtype = data.draw(REWRITABLE)
     seq = data.draw(st.integers(1, 3))
     offset = data.draw(st.integers(0, 6 - seq))
+    kind = data.draw(st.sampled_from([int, np.int64, np.int32, np.uint8]))
     for encoding, first, second in rewritable_encodings(dtype, half, seq, channels):
         x = data.draw(arrays_in_any_layout(first, second, st.just(dtype)))
-        step = partial(encoding, offset=offset)
-        expected = step(x)
+        expected = encoding(x, offset=offset)
+        step = partial(encoding, offset=kind(offset))
         out = data.draw(arrays_in_any_layout(first, second, st.just(dtype), x.shape[2:]))
         for _ in range(2):
             assert_every_way_of_writing(step, x, expected)
