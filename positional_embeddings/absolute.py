@@ -223,8 +223,9 @@ def remembered_sum(
 ) -> np.ndarray | None:
     """``x + table`` by a call ``direct`` remembers (a decoding step), or None
     where it has none: the fast path of every additive encoding's call, for
-    an ndarray ``x`` and an integer ``offset`` (Python's or numpy's).  Batch-first steps are
-    remembered as the (seq, features, batch) views they are."""
+    an ndarray ``x`` and an integer ``offset`` (Python's or numpy's).
+    Batch-first steps are remembered as the (seq, features, batch) views
+    they are."""
     if batch_first is False:
         return direct.call(x, out, offset)
     if batch_first is True and x.ndim == 3 and (out is None or _three_d(out)):
@@ -247,11 +248,11 @@ def remember_sum(
 ) -> None:
     """After ``y = add_embeddings(...)`` of ``x`` at ``offset`` (checked;
     ``new``: ``y`` is an output the call made), have ``direct`` remember its
-    loop for the next call of the same layout (``remembered_sum``).  ``table`` is the
-    (features, positions) table the call read; ``by_position``, if not
-    None, the same table in F order, which the loops reading a position at a
-    time read instead (it may cover fewer positions).  Only native float
-    tables are read by a remembered loop."""
+    loop for the next call of the same layout (``remembered_sum``).
+    ``table`` is the (features, positions) table the call read;
+    ``by_position``, if not None, the same table in F order, which the loops
+    reading a position at a time read instead (it may cover fewer
+    positions).  Only native float tables are read by a remembered loop."""
     tables = (table,) if by_position is None else (table, by_position)
     if type(x) is not np.ndarray or not all(map(_native_float, tables)):
         return
