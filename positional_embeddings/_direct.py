@@ -93,17 +93,20 @@ class DirectCalls:
 
     def call(
         self,
-        x: np.ndarray,
+        x: Any,
         out: np.ndarray | None,
-        offset: int | np.integer,
-        ids: np.ndarray | None = None,
+        offset: Any,
+        positions: Any = None,
     ) -> np.ndarray | None:
-        """The result of the remembered call for ``x`` (an ndarray) into
-        ``out`` (None: a new output) at the integer ``offset`` (Python's or
-        numpy's), or with ``ids``, an ndarray of position ids (``offset``
-        then 0), or None where there is none or its conditions do not hold
-        (then the caller takes the checked path).  Integer ids of another
-        dtype than ``intp`` are read as the checks convert them."""
+        """The result of the remembered call for ``x`` into ``out`` (None: a
+        new output) at ``offset``, or with ``positions`` (position ids;
+        ``offset`` then 0), or None where there is none or its conditions do
+        not hold (then the caller takes the checked path, which also refuses
+        what is wrong).  Remembered calls take an ndarray ``x``, an integer
+        ``offset`` (Python's or numpy's), and position ids as an ndarray of
+        any integer dtype, read as the checks convert them."""
+        if type(x) is not np.ndarray or not (type(offset) is int or isinstance(offset, np.integer)):
+            return None
         shape = x.shape
         if out is None:
             key: tuple[Any, ...] = (shape, x.strides, x.dtype, NEW)
@@ -114,11 +117,14 @@ class DirectCalls:
         else:
             return None
         where: int | np.integer | np.ndarray = offset
-        if ids is None:
+        if positions is None:
             record = self._records.get(key)
             if record is None or not 0 <= offset <= record[0]:
                 return None
         else:
+            if type(positions) is not np.ndarray or offset != 0:
+                return None
+            ids = positions
             if ids.dtype is not _INTP and ids.dtype.kind in "iu":
                 ids = ids.astype(np.intp)  # as ``resolve_positions`` converts them
             record = self._records.get((*key, ids.shape, ids.strides, ids.dtype))

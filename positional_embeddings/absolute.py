@@ -187,10 +187,9 @@ class AbsolutePE:
             Fewer than 3 dims; "Channel dimension must match embedding size";
             "Sequence length exceeds maximum length"; a bad ``out``.
         """
-        if type(x) is np.ndarray and (type(offset) is int or isinstance(offset, np.integer)):
-            y = remembered_sum(self._direct, x, out, offset, batch_first)
-            if y is not None:
-                return y
+        y = remembered_sum(self._direct, x, out, offset, batch_first)
+        if y is not None:
+            return y
         y = add_embeddings(self._embeddings, x, out, offset, batch_first, self._position_major)
         remember_sum(
             self._direct,
@@ -216,19 +215,23 @@ class AbsolutePE:
 
 def remembered_sum(
     direct: DirectCalls,
-    x: np.ndarray,
+    x: Any,
     out: np.ndarray | None,
-    offset: int | np.integer,
+    offset: Any,
     batch_first: Any,
 ) -> np.ndarray | None:
     """``x + table`` by a call ``direct`` remembers (a decoding step), or None
-    where it has none: the fast path of every additive encoding's call, for
-    an ndarray ``x`` and an integer ``offset`` (Python's or numpy's).
-    Batch-first steps are remembered as the (seq, features, batch) views
-    they are."""
+    where it has none (``DirectCalls.call``): the fast path of every
+    additive encoding's call.  Batch-first steps are remembered as the
+    (seq, features, batch) views they are."""
     if batch_first is False:
         return direct.call(x, out, offset)
-    if batch_first is True and x.ndim == 3 and (out is None or _three_d(out)):
+    if (
+        batch_first is True
+        and type(x) is np.ndarray
+        and x.ndim == 3
+        and (out is None or _three_d(out))
+    ):
         view, out_view = _julia_axes(x, out, batch_first)
         y = direct.call(view, out_view, offset)
         if y is not None:  # the caller's out (x itself in place), or a new output

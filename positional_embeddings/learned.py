@@ -141,7 +141,7 @@ class LearnedPE:
             return add_embeddings(read_only(table.T.copy(order="K")), x, out, offset, batch_first)
         if _layout(table) != self._direct_layout:  # retyped or reshaped in place
             self._remember_for(table)
-        elif type(x) is np.ndarray and (type(offset) is int or isinstance(offset, np.integer)):
+        else:
             y = remembered_sum(self._direct, x, out, offset, batch_first)
             if y is not None:
                 return y

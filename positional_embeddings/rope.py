@@ -124,6 +124,7 @@ class RoPE:
     """
 
     __slots__ = (
+        "_backward_direct",
         "_backward_sin",
         "_cos_cached",
         "_direct",
@@ -267,6 +268,7 @@ class RoPE:
         self._shared = shared
         self._backward_sin: np.ndarray | None = None
         self._direct = DirectCalls()
+        self._backward_direct = DirectCalls()
         self._position_rows: dict[int, np.ndarray] = {}
         self._packed: dict[tuple[int, int], np.ndarray] = {}
 
@@ -316,16 +318,10 @@ class RoPE:
             32"; "Sequence length exceeds maximum length" (positions beyond
             the tables); a bad ``out``.
         """
-        if type(x) is np.ndarray and (type(offset) is int or isinstance(offset, np.integer)):
-            if positions is None:
-                y = self._direct.call(x, out, offset)
-            elif type(positions) is np.ndarray and offset == 0:
-                y = self._direct.call(x, out, 0, positions)
-            else:
-                y = None
-            if y is not None:
-                return y
-        return self._apply(x, out, offset, positions, self._kernel_tables, remember=True)
+        y = self._direct.call(x, out, offset, positions)
+        if y is not None:
+            return y
+        return self._apply(x, out, offset, positions, self._kernel_tables, self._direct)
 
     def backward(
         self,
@@ -361,6 +357,9 @@ class RoPE:
         to the same formula.  PyTorch: ``torch.autograd.grad`` of
         ``x * cos + rotate_half(x) * sin``.
         """
+        dx = self._backward_direct.call(dy, out, offset, positions)
+        if dx is not None:
+            return dx
         dy = as_array(dy, "dy", 3)
         if dy.dtype.kind in "biu":
             # The loop negates a partner channel and the sin table: in an
@@ -372,7 +371,8 @@ class RoPE:
                 dy = dy.astype(promote(dy.dtype, self._cos_cached.dtype), order="K")
         if self._backward_sin is None:
             self._backward_sin = _backward_sin(self._kernel_tables[1], self._pairing)
-        return self._apply(dy, out, offset, positions, (self._kernel_tables[0], self._backward_sin))
+        tables = (self._kernel_tables[0], self._backward_sin)
+        return self._apply(dy, out, offset, positions, tables, self._backward_direct)
 
     def _apply(
         self,
@@ -381,12 +381,13 @@ class RoPE:
         offset: int,
         positions: Any,
         tables: tuple[np.ndarray, ...],
-        remember: bool = False,
+        direct: DirectCalls,
     ) -> np.ndarray:
-        """Check, allocate, rotate.  With ``remember``, the call leaves its
-        loop for the next input of the same layout (``__call__``'s fast path,
-        ``DirectCalls``), unless it read ids per position and batch column of
-        more than one batch axis."""
+        """Check, allocate, rotate by ``tables``; the call leaves its loop to
+        ``direct``, the record of calls by these tables, for the next input
+        of the same layout (the fast path of ``__call__`` and ``backward``),
+        unless it read ids per position and batch column of more than one
+        batch axis."""
         x = as_array(x, "x", 3)
         head_size, seq_len = x.shape[0], x.shape[1]
         if head_size != self.head_size:
@@ -407,8 +408,8 @@ class RoPE:
         else:
             run_forward(rope_forward, x, out, *args, where)
         one_batch_axis = x.ndim == 3 or ids is None or ids.ndim == 1
-        if remember and one_batch_axis:
-            self._direct.remember(
+        if one_batch_axis:
+            direct.remember(
                 x,
                 out,
                 new,

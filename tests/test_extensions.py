@@ -575,3 +575,46 @@ def test_rope_on_parts_of_larger_arrays(interleaved):
             assert_bitwise_equal(part, expected)
             assert (target[:head] == 7).all()
             assert_bitwise_equal(x, before)
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_repeated_backward_calls_take_the_direct_path(monkeypatch, order, interleaved):
+    """A training loop's backward calls of one layout skip the checks after
+    the first, as the forward pass's do, with the bits of the checked call
+    (allocating, into ``out``, in place; at offsets of any integer type and
+    with position ids); the forward pass keeps loops of its own (other
+    tables, the same layouts); integer gradients are still read as their
+    float values, and bad calls still refused by the checks."""
+    rope = RoPE(16, 40, interleaved=interleaved)
+    dy = np.asarray(sample((16, 2, 4), np.float32, seed=33), order=order)
+    ids = np.array([30, 5])
+    expected = {offset: rope.backward(dy, offset=offset) for offset in (0, 7, 38)}
+    by_ids = reference.rope_apply_pairs(  # the transposed rotation: by minus each angle
+        dy,
+        rope.cos_cached,
+        -rope.sin_cached,
+        reference.interleaved_pairs(16) if interleaved else reference.half_pairs(16),
+        np.broadcast_to(ids[:, None], (2, 4)),
+    )
+    forward = rope(dy, offset=7)
+    for offset, want in expected.items():
+        assert_every_way_of_writing(partial(rope.backward, offset=offset), dy, want)
+    assert_every_way_of_writing(partial(rope.backward, positions=ids), dy, by_ids)
+    with monkeypatch.context() as patch:
+        patch.setattr(RoPE, "_apply", refuse_checked_path)
+        for offset, want in expected.items():
+            for kind in (int, np.int64, np.uint8):
+                assert_every_way_of_writing(partial(rope.backward, offset=kind(offset)), dy, want)
+        for kind in (np.intp, np.int32):
+            step = partial(rope.backward, positions=ids.astype(kind))
+            assert_every_way_of_writing(step, dy, by_ids)
+        assert_bitwise_equal(rope(dy, offset=7), forward)
+    integers = np.arange(dy.size, dtype=np.int16).reshape(dy.shape)
+    assert_bitwise_equal(rope.backward(integers), rope.backward(integers.astype(np.float32)))
+    with pytest.raises(ValueError, match="exceeds maximum length"):
+        rope.backward(dy, offset=39)
+    with pytest.raises(ValueError, match="positions must lie"):
+        rope.backward(dy, positions=np.array([5, 40]))
+    with pytest.raises(TypeError, match="dtype float32"):
+        rope.backward(dy, out=np.empty_like(dy, dtype=np.float64))
