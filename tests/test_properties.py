@@ -79,9 +79,11 @@ REWRITABLE = st.sampled_from([np.float16, np.float32, np.float64])
 
 
 def rewritable_encodings(dtype, half: int, seq: int, channels: int) -> list[tuple]:
-    """(encoding, first, second): RoPE with ``dtype`` tables, and AbsolutePE
-    (float32 table) unless ``dtype`` is float16, whose sum is float32."""
-    encodings = [(RoPE(2 * half, 6, T=dtype), 2 * half, seq)]
+    """(encoding, first, second): RoPE with ``dtype`` tables, forward and
+    backward, and AbsolutePE (float32 table) unless ``dtype`` is float16,
+    whose sum is float32."""
+    rope = RoPE(2 * half, 6, T=dtype)
+    encodings = [(rope, 2 * half, seq), (rope.backward, 2 * half, seq)]
     if dtype != np.float16:
         encodings.append((AbsolutePE(channels, 6), seq, channels))
     return encodings
