@@ -43,6 +43,10 @@ starred call)."""
 _INTP = np.dtype(np.intp)
 """The position ids' dtype in the compiled loops."""
 
+_ID_SEQUENCES = (list, tuple)
+"""The position ids besides ndarrays that remembered calls take, converted
+as the checks convert them (``np.asarray``): a list of Python ints, say."""
+
 _MOST_LAYOUTS = 64
 """Records kept at most; many layouts in turn clear them (a small cache)."""
 
@@ -104,7 +108,8 @@ class DirectCalls:
         not hold (then the caller takes the checked path, which also refuses
         what is wrong).  Remembered calls take an ndarray ``x``, an integer
         ``offset`` (Python's or numpy's), and position ids as an ndarray of
-        any integer dtype, read as the checks convert them."""
+        any integer dtype, or a list or tuple of ints, read as the checks
+        convert them."""
         if type(x) is not np.ndarray or not (type(offset) is int or isinstance(offset, np.integer)):
             return None
         shape = x.shape
@@ -122,9 +127,16 @@ class DirectCalls:
             if record is None or not 0 <= offset <= record[0]:
                 return None
         else:
-            if type(positions) is not np.ndarray or offset != 0:
+            if offset != 0:
                 return None
             ids = positions
+            if type(ids) is not np.ndarray:
+                if type(ids) not in _ID_SEQUENCES:
+                    return None
+                try:
+                    ids = np.asarray(ids)
+                except (TypeError, ValueError):  # ragged, say: the checks raise it again
+                    return None
             if ids.dtype is not _INTP and ids.dtype.kind in "iu":
                 ids = ids.astype(np.intp)  # as ``resolve_positions`` converts them
             record = self._records.get((*key, ids.shape, ids.strides, ids.dtype))
@@ -188,8 +200,8 @@ class DirectCalls:
         refused before.  A record that covers less is looked for again
         after a checked call it could not have served (which grew the copy,
         or found it large enough for the call); not after one it could
-        have (ids given as a list, an ndarray subclass), which would find
-        the same loop at every call.
+        have (ids given as an ndarray subclass), which would find the same
+        loop at every call.
         """
         in_place = out is x  # the loop compiled to write into x (see run_forward)
         ids = where if isinstance(where, np.ndarray) else None

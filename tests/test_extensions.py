@@ -67,7 +67,8 @@ def test_repeated_calls_with_position_ids_take_the_direct_path(monkeypatch, orde
     """Decoding a batch whose sequences sit at different positions: after one
     checked call, calls with ids of the same shape and layout skip the
     checks' slow path, read each call's own ids (of any integer dtype, read
-    as the checks convert them), and still refuse ids out of range."""
+    as the checks convert them; a list or a tuple of Python ints too), and
+    still refuse ids out of range, and lists that are not of integers."""
     rope = RoPE(16, 40)
     x = np.asarray(sample((16, 1, 6), np.float32, seed=24), order=order)
     rng = np.random.default_rng(24)
@@ -83,6 +84,8 @@ def test_repeated_calls_with_position_ids_take_the_direct_path(monkeypatch, orde
             patch.setattr(RoPE, "_apply", refuse_checked_path)
             for dtype in (np.int32, np.uint8, np.uint64):
                 assert_bitwise_equal(rope(x, positions=ids.astype(dtype)), expected)
+            assert_bitwise_equal(rope(x, positions=ids.tolist()), expected)
+            assert_bitwise_equal(rope(x, positions=tuple(ids.tolist())), expected)
     for target, a in ((_direct.NEW, x), (_direct.IN_PLACE, y)):
         assert (a.shape, a.strides, a.dtype, target, ids.shape, ids.strides, ids.dtype) in (
             rope._direct
@@ -90,6 +93,13 @@ def test_repeated_calls_with_position_ids_take_the_direct_path(monkeypatch, orde
     for bad in (-1, 40, np.iinfo(np.uint64).max):
         with pytest.raises(ValueError, match="positions must lie"):
             rope(x, positions=np.full(shape, bad))
+        with pytest.raises(ValueError, match="positions must lie"):
+            rope(x, positions=np.full(shape, bad).tolist())
+    for bad in (1.0, True, 2**70):
+        with pytest.raises(TypeError, match="positions must be integers"):
+            rope(x, positions=np.full(shape, bad, dtype=object).tolist())
+    with pytest.raises(ValueError, match="inhomogeneous"):
+        rope(x, positions=[[1], [2, 3]] if per_column else [[1], 2])
     with pytest.raises(TypeError, match="positions must be integers"):
         rope(x, positions=np.ones(shape, bool))
     with pytest.raises(TypeError, match="positions must be integers"):
