@@ -223,11 +223,12 @@ def remembered_sum(
     """``x + table`` by a call ``direct`` remembers (a decoding step), or None
     where it has none (``DirectCalls.call``): the fast path of every
     additive encoding's call.  Batch-first steps are remembered as the
-    (seq, features, batch) views they are."""
-    if batch_first is False:
+    (seq, features, batch) views they are.  ``batch_first`` may be numpy's
+    bool (one of two objects, as Python's)."""
+    if batch_first is False or batch_first is np.False_:
         return direct.call(x, out, offset)
     if (
-        batch_first is True
+        (batch_first is True or batch_first is np.True_)
         and type(x) is np.ndarray
         and x.ndim == 3
         and (out is None or _three_d(out))
@@ -255,11 +256,10 @@ def remember_sum(
     ``table`` is the (features, positions) table the call read;
     ``by_position``, if not None, the same table in F order, which the loops
     reading a position at a time read instead (it may cover fewer
-    positions).  Only native float tables are read by a remembered loop."""
+    positions).  Only native float tables are read by a remembered loop.
+    ``batch_first`` is the flag the checks took (a Python or a numpy bool)."""
     tables = (table,) if by_position is None else (table, by_position)
     if type(x) is not np.ndarray or not all(map(_native_float, tables)):
-        return
-    if not (batch_first is False or batch_first is True):
         return
     view, y_view = _julia_axes(x, y, batch_first)  # the checks ran on x itself if native
     if y_view is not None and x.dtype.isnative:

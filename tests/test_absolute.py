@@ -466,11 +466,13 @@ def test_float16_decoding_steps_take_the_direct_path(monkeypatch, order):
 
 
 @pytest.mark.parametrize("order", ["C", "F"])
-def test_batch_first_decoding_steps_take_the_direct_path(monkeypatch, order):
+@pytest.mark.parametrize("flag", [True, np.True_])
+def test_batch_first_decoding_steps_take_the_direct_path(monkeypatch, order, flag):
     """Batch-first decoding steps (batch, 1, features), allocating, with
     ``out`` and in place, are remembered as the (1, features, batch) views
-    they are: after a first checked call of each kind, the same bits without
-    the checks' slow path, and outputs in ``x``'s memory order."""
+    they are (``batch_first`` a Python or a numpy bool): after a first
+    checked call of each kind, the same bits without the checks' slow path,
+    and outputs in ``x``'s memory order."""
     pe = AbsolutePE(16, 40)
     x = np.asarray(sample((5, 1, 16), np.float32, seed=3), order=order)
 
@@ -478,7 +480,7 @@ def test_batch_first_decoding_steps_take_the_direct_path(monkeypatch, order):
         table = pe.embeddings[:, position : position + 1]
         return reference.absolute_apply(x.transpose(1, 2, 0), table).transpose(2, 0, 1)
 
-    step = partial(pe, batch_first=True)
+    step = partial(pe, batch_first=flag)
     assert_every_way_of_writing(partial(step, offset=39), x, expected(39))  # the whole table
     checked = absolute.add_embeddings
     monkeypatch.setattr(absolute, "add_embeddings", refuse_checked_path)

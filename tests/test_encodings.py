@@ -67,12 +67,13 @@ def test_learned_initialisation_and_training_in_place():
 
 
 @pytest.mark.parametrize("order", ["C", "F"])
-@pytest.mark.parametrize("batch_first", [False, True])
+@pytest.mark.parametrize("batch_first", [False, True, np.False_, np.True_])
 def test_learned_decoding_steps_take_the_direct_path(monkeypatch, order, batch_first):
     """GPT-2's decoding loop: after a first checked call of each kind
     (allocating, with ``out``, in place), steps of the same layout skip the
-    checks, with the same bits and outputs in ``x``'s memory order; a step
-    beyond the table still goes to the checks (which raise)."""
+    checks (``batch_first`` a Python or a numpy bool), with the same bits
+    and outputs in ``x``'s memory order; a step beyond the table still goes
+    to the checks (which raise)."""
     pe = LearnedPE(40, 16, seed=5)
     x = np.asarray(sample((5, 1, 16) if batch_first else (1, 16, 5), np.float32, 6), order=order)
 
