@@ -233,7 +233,7 @@ def remembered_sum(
         and x.ndim == 3
         and (out is None or _three_d(out))
     ):
-        view, out_view = _julia_axes(x, out, batch_first)
+        view, out_view = _julia_axes(x, out, True)
         y = direct.call(view, out_view, offset)
         if y is not None:  # the caller's out (x itself in place), or a new output
             return y.transpose(2, 0, 1) if out is None else out
