@@ -267,14 +267,14 @@ def test_calls_off_the_direct_path_do_not_search_for_it_every_time(monkeypatch):
         assert rope(y, out=unaligned, offset=position) is unaligned
         assert_bitwise_equal(unaligned, by_position[position])
     assert len(searches) == searched + 2  # and the first offset call's
-    # Checked calls a record could have served (ids as lists, an ndarray
-    # subclass) search no more, where its loop reads a copy of the tables'
+    # Checked calls a record could have served (an ndarray subclass as x or
+    # as ids) search no more, where its loop reads a copy of the tables'
     # first positions (covering fewer than the tables hold).
     wide, long = sample((16, 4, 8), np.float32, seed=18), AbsolutePE(16, 4000)
     searched = len(searches)
     for position in range(5):
-        ids = list(range(position, position + 4))
-        assert_bitwise_equal(rope(wide, positions=ids), rope(wide, positions=np.array(ids)))
+        ids = np.arange(position, position + 4)
+        assert_bitwise_equal(rope(wide, positions=ids.view(Subclass)), rope(wide, positions=ids))
         assert_bitwise_equal(
             long(x.view(Subclass), offset=position), x + long.embeddings[:, position][:, None]
         )
