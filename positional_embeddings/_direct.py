@@ -109,8 +109,12 @@ class DirectCalls:
         what is wrong).  Remembered calls take an ndarray ``x``, an integer
         ``offset`` (Python's or numpy's), and position ids as an ndarray of
         any integer dtype, or a list or tuple of ints, read as the checks
-        convert them."""
-        if type(x) is not np.ndarray or not (type(offset) is int or isinstance(offset, np.integer)):
+        convert them.  Not a ``np.timedelta64``, which numpy counts among
+        its integers and the checks refuse."""
+        if type(x) is not np.ndarray or not (
+            type(offset) is int
+            or (isinstance(offset, np.integer) and not isinstance(offset, np.timedelta64))
+        ):
             return None
         shape = x.shape
         if out is None:
