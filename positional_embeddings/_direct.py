@@ -146,6 +146,8 @@ class DirectCalls:
             record = self._records.get((*key, ids.shape, ids.strides, ids.dtype))
             if record is None or not ids_within(ids, record[0] + shape[1]):
                 return None
+            if ids is positions and out is not None and may_share_memory(ids, out):
+                return None  # ids where the call writes: the checks read a copy
             where = ids
         _, entry, args, length, order, dtype = record
         y: np.ndarray | None

@@ -28,7 +28,7 @@ from ._kernels import (
     rope_tables,
     widened_f16,
 )
-from ._views import grown_copy, read_only, run_forward
+from ._views import grown_copy, may_share_memory, read_only, run_forward
 from .frequencies import frequency_bands
 
 __all__ = ["RoPE", "neg_half"]
@@ -397,6 +397,10 @@ class RoPE:
         where = resolve_positions(seq_len, x.shape[1:], self.cos_cached.shape[1], offset, positions)
         new = out is None
         out = output_for(x, promote(x.dtype, self.cos_cached.dtype), out)
+        if isinstance(where, np.ndarray) and may_share_memory(where, out):
+            # Ids where the call writes (x's memory, in place): read before
+            # the loop writes over them, as numpy reads such an input.
+            where = where.copy()
         args = (*tables, self._pairing, self._shared, self._along_positions, self._packed_tables)
         ids = where if isinstance(where, np.ndarray) else None
         views = exchanged(x, out, where)

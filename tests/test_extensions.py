@@ -61,6 +61,35 @@ def test_position_ids_equal_to_an_offset():
         assert_bitwise_equal(rope(x, positions=np.arange(5, 9), offset=zero), rope(x, offset=5))
 
 
+@pytest.mark.parametrize("method", ["__call__", "backward"])
+@pytest.mark.parametrize("in_place", [False, True])
+@pytest.mark.parametrize("remembered", [False, True])
+@pytest.mark.parametrize("per_column", [False, True])
+def test_position_ids_stored_where_the_call_writes_are_read_first(
+    method, in_place, remembered, per_column
+):
+    """Ids that lie in ``out``'s memory (in ``x``'s, in place) are read as
+    they were before the call, as numpy reads an input that overlaps its
+    output: the loop once wrote over them while it read them, then indexed
+    the tables with what it had written (a crash).  The same from a layer
+    that remembers calls of these layouts."""
+    rope = RoPE(8, 16, T=np.float64)
+    shape, ids_shape = (8, 2, 3), ((2, 3) if per_column else (2,))
+    memory = np.zeros(48)
+    written = memory.reshape(shape, order="F")
+    ids = memory.view(np.intp)[30 : 30 + np.prod(ids_shape)].reshape(ids_shape)
+    x = written if in_place else np.empty(shape, order="F")
+    x[...] = sample(shape, np.float64, seed=26)
+    ids[...] = np.arange(ids.size).reshape(ids_shape) % 16
+    expected = getattr(RoPE(8, 16, T=np.float64), method)(x.copy(), positions=ids.copy())
+    call = getattr(rope, method)
+    if remembered:  # arrays of the same layouts, apart
+        other = np.empty(shape, order="F")
+        call(other, out=other if in_place else np.empty(shape, order="F"), positions=0 * ids)
+    assert call(x, out=written, positions=ids) is written
+    assert_bitwise_equal(written, expected)
+
+
 @pytest.mark.parametrize("order", ["C", "F"])
 @pytest.mark.parametrize("per_column", [False, True])
 def test_repeated_calls_with_position_ids_take_the_direct_path(monkeypatch, order, per_column):
