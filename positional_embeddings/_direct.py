@@ -58,7 +58,7 @@ class DirectCalls:
     kind on arrays of the same layouts: the next such call skips the checks'
     slow path, the choice of loop and Numba's type dispatch, and is checked
     only for what can change between two such calls (the offset's or the
-    ids' range; ``out``'s flags and overlap with ``x``).  A record's
+    ids' range; ``out``'s flags and overlap with ``x`` and the ids).  A record's
     key is ``x``'s shape, strides and dtype, then what the call writes
     into: ``NEW`` (a new output, laid out as ``np.empty_like(x)``),
     ``IN_PLACE`` (``x`` itself), or ``out``'s shape, strides and dtype (any
