@@ -94,13 +94,14 @@ class LearnedPE:
 
         Assigning another array takes the checks of :meth:`from_table` and
         holds that array, not a copy; ``max_length`` and ``embedding_size``
-        follow it.
+        follow it.  A table reshaped or retyped in place takes the same
+        checks at the next call.
         """
         return self._embeddings
 
     @embeddings.setter
     def embeddings(self, embeddings: Any) -> None:
-        table = held_table(embeddings, "embeddings", "(max_length, embedding_size)", float16=False)
+        table = _checked(embeddings)
         if table is not getattr(self, "_embeddings", None):  # not ``pe.embeddings -= ...``
             self._embeddings = table
             self._remember_for(table)
@@ -120,6 +121,15 @@ class LearnedPE:
         self._direct = DirectCalls()
         self._direct_layout = _layout(table)
 
+    def _table(self) -> np.ndarray:
+        """The table as it is now, checked again as an assigned one is where
+        it was reshaped or retyped in place since (then the remembered
+        calls are forgotten)."""
+        table = self._embeddings
+        if _layout(table) != self._direct_layout:
+            self._remember_for(_checked(table))
+        return table
+
     def __call__(
         self,
         x: Any,
@@ -133,18 +143,15 @@ class LearnedPE:
         ``batch_first=True`` takes (batch, seq_len, embedding_size).  ``out``
         and the dtype rules are those of :meth:`AbsolutePE.__call__`.
         """
-        table = self._embeddings
+        table = self._table()
         if isinstance(out, np.ndarray) and may_share(table, out):
             # ``out`` (``x`` itself, in place) is part of the table the call
             # reads: read a copy, as numpy and Julia's ``broadcast!`` would
             # (rows written before they were read gave wrong sums).
             return add_embeddings(read_only(table.T.copy(order="K")), x, out, offset, batch_first)
-        if _layout(table) != self._direct_layout:  # retyped or reshaped in place
-            self._remember_for(table)
-        else:
-            y = remembered_sum(self._direct, x, out, offset, batch_first)
-            if y is not None:
-                return y
+        y = remembered_sum(self._direct, x, out, offset, batch_first)
+        if y is not None:
+            return y
         # The loops read a read-only view, as AbsolutePE's table: Numba's types
         # tell the two apart, and the loops compiled for one serve the other.
         columns = read_only(table.T)
@@ -168,23 +175,29 @@ class LearnedPE:
         layout (one batch column after another in Julia's order), and so
         would the last bits.
         """
+        table = self._table()
         batch_first = as_flag(batch_first, "batch_first")
         dy = as_array(dy, "dy", 3)
         view = seq_first(dy, "dy", batch_first)
-        if view.shape[1] != self.embedding_size:
+        if view.shape[1] != table.shape[1]:
             raise ValueError(
                 "Channel dimension must match embedding size: expected "
-                f"{self.embedding_size}, got {view.shape[1]}"
+                f"{table.shape[1]}, got {view.shape[1]}"
             )
-        start = resolve_positions(view.shape[0], (), self.max_length, offset)
-        grad = np.zeros_like(self.embeddings)
+        start = resolve_positions(view.shape[0], (), table.shape[0], offset)
+        grad = np.zeros_like(table)
         grad[start : start + view.shape[0]] = np.ascontiguousarray(view).sum(
-            axis=tuple(range(2, view.ndim)), dtype=self.embeddings.dtype
+            axis=tuple(range(2, view.ndim)), dtype=table.dtype
         )
         return dy.copy(order="K"), grad
 
     def __repr__(self) -> str:
         return f"LearnedPE(max_length={self.max_length}, embedding_size={self.embedding_size})"
+
+
+def _checked(embeddings: Any) -> np.ndarray:
+    """``embeddings`` checked as the table a LearnedPE may hold (``held_table``)."""
+    return held_table(embeddings, "embeddings", "(max_length, embedding_size)", float16=False)
 
 
 def _layout(table: np.ndarray) -> tuple[Any, ...]:

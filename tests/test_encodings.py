@@ -97,7 +97,9 @@ def test_learned_decoding_steps_take_the_direct_path(monkeypatch, order, batch_f
 @pytest.mark.filterwarnings("ignore:Setting the (shape|dtype) on a NumPy array:DeprecationWarning")
 def test_learned_decoding_steps_read_the_table_as_it_is_now(monkeypatch):
     """A remembered step reads the table trained in place; a table replaced,
-    or reshaped or retyped in place, is checked again (and remembered anew)."""
+    or reshaped or retyped in place, is checked again (and remembered anew):
+    retyped to what an assigned table may not be, calls and their backward
+    passes refuse it as assigning it does."""
     checked = []
     add = learned.add_embeddings
     monkeypatch.setattr(learned, "add_embeddings", lambda *a: checked.append(1) or add(*a))
@@ -124,9 +126,18 @@ def test_learned_decoding_steps_read_the_table_as_it_is_now(monkeypatch):
         pe(x, offset=3)
     pe.embeddings.dtype = np.float64
     assert steps(2) == 1
-    pe.embeddings.dtype = np.int64  # read as integers in place: promoted, never remembered
-    assert steps(2) == 2
-    pe.embeddings.dtype = np.float64
+    for retyped, error in [
+        (np.int64, "the dtype of embeddings must be np.float32 or np.float64"),
+        (np.float16, "the dtype of embeddings must be np.float32 or np.float64"),
+        (np.dtype(">f8"), "byte order"),  # read as it is: sums of byte-swapped values
+    ]:
+        pe.embeddings.dtype = retyped  # checked again, as a table assigned is
+        with pytest.raises(TypeError, match=error):
+            pe(x, offset=3)
+        with pytest.raises(TypeError, match=error):
+            pe.backward(x, offset=3)
+        pe.embeddings.dtype = np.float64
+        assert steps(2) == 0  # laid out as the remembered calls read it
     pe.embeddings.shape = (20, 32)  # the same memory as 32 channels
     with pytest.raises(ValueError, match="expected 32, got 16"):
         pe(x, offset=3)
