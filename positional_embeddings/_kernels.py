@@ -2091,8 +2091,17 @@ def t5_bucket(
                 / log_ratio
                 * np.float32(buckets - exact)
             )
-            bucket += min(exact + int(scaled), buckets - 1)
+            if scaled < _T5_BEYOND:
+                bucket += min(exact + int(scaled), buckets - 1)
+            else:  # beyond int64 (or NaN, where the log ratio is 0): beyond every bucket
+                bucket += buckets - 1
         out[k] = bucket
+
+
+_T5_BEYOND = 2.0**62
+"""A T5 bucket's float term from which it is the last one (``t5_bucket``):
+``exact + int(term)`` below it fits int64 (``exact`` is at most 2**62),
+and from it on exceeds ``buckets - 1`` (at most ``2 * exact + 1``)."""
 
 
 @numba.njit(**JIT_LOOP)

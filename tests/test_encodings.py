@@ -388,6 +388,22 @@ def test_t5_buckets_of_the_most_distant_positions_are_the_last(bidirectional):
     ]
 
 
+@pytest.mark.parametrize("bidirectional", [True, False])
+@pytest.mark.parametrize("num_buckets", [2**32, 2**40, 2**63 - 1])
+def test_t5_buckets_beyond_int64_in_the_float_term_are_the_last(bidirectional, num_buckets):
+    """With many buckets, the float32 term of a far distance exceeds int64
+    (~1e20 buckets beyond the exact ones): the bucket is the last of its
+    direction, never a wrapped, negative one."""
+    max_distance = num_buckets // 4 + 1 if bidirectional else num_buckets // 2 + 1
+    distances = np.array([-(2**62), 2**62, -5, 5])
+    half = num_buckets // 2 if bidirectional else num_buckets
+    future, past = (2 * half - 1, half - 1) if bidirectional else (0, num_buckets - 1)
+    buckets = t5_relative_position_bucket(distances, bidirectional, num_buckets, max_distance)
+    assert buckets.tolist() == [past, future] + [
+        t5_reference(r, bidirectional, num_buckets, max_distance) for r in (-5, 5)
+    ]
+
+
 # --- ALiBi ---------------------------------------------------------------------------
 
 
