@@ -113,10 +113,11 @@ class RelativePE:
         std = as_real(std, "std")
         if not std >= 0:
             raise ValueError(f"std must be >= 0, got {std}")
+        dtype = as_float_dtype(dtype, "dtype")
         self.embeddings = (
             np.random.default_rng(seed)
             .normal(0.0, std, size=(2 * clip + 1, embedding_size))
-            .astype(as_float_dtype(dtype, "dtype"))
+            .astype(dtype)
         )
 
     @property

@@ -285,7 +285,12 @@ def test_relative_embeddings_gather_the_table(dtype):
     assert_bitwise_equal(gathered, rel.embeddings[relative_position_index(4, 9, 3)])
 
 
-def test_relative_embeddings_name_their_dtype_argument():
+@pytest.mark.parametrize("make", [RelativePE, LearnedPE])
+def test_learned_tables_check_their_dtype_before_drawing_the_table(make):
+    """A bad ``dtype`` is refused before any work: before the table, here one
+    no machine could hold (which would raise a MemoryError instead)."""
+    with pytest.raises(TypeError, match=r"^dtype must be np.float"):
+        make(2**40, 2**20, dtype=np.int32)
     with pytest.raises(TypeError, match=r"^dtype must be np.float16, np.float32 or np.float64"):
         RelativePE(3, 5, dtype=np.int32)
 
