@@ -19,7 +19,7 @@ from ._direct import DirectCalls
 from ._views import may_share, read_only
 from .absolute import add_embeddings, remember_sum, remembered_sum, seq_first
 
-__all__ = ["LearnedPE"]
+__all__ = ["LearnedPE", "drawn_table"]
 
 
 class LearnedPE:
@@ -78,8 +78,7 @@ class LearnedPE:
         if not std >= 0:
             raise ValueError(f"std must be >= 0, got {std}")
         dtype = as_float_dtype(dtype, "dtype", float16=False)
-        rng = np.random.default_rng(seed)
-        self.embeddings = rng.normal(0.0, std, size=(max_length, embedding_size)).astype(dtype)
+        self.embeddings = drawn_table((max_length, embedding_size), std, seed, dtype)
 
     @classmethod
     def from_table(cls, embeddings: Any) -> LearnedPE:
@@ -186,13 +185,22 @@ class LearnedPE:
             )
         start = resolve_positions(view.shape[0], (), table.shape[0], offset)
         grad = np.zeros_like(table)
-        grad[start : start + view.shape[0]] = np.ascontiguousarray(view).sum(
-            axis=tuple(range(2, view.ndim)), dtype=table.dtype
-        )
+        with np.errstate(over="ignore", invalid="ignore"):  # IEEE sums (inf + -inf), silent
+            grad[start : start + view.shape[0]] = np.ascontiguousarray(view).sum(
+                axis=tuple(range(2, view.ndim)), dtype=table.dtype
+            )
         return dy.copy(order="K"), grad
 
     def __repr__(self) -> str:
         return f"LearnedPE(max_length={self.max_length}, embedding_size={self.embedding_size})"
+
+
+def drawn_table(shape: tuple[int, int], std: float, seed: Any, dtype: np.dtype) -> np.ndarray:
+    """A trainable table's initial values: N(0, std²) draws from ``seed``,
+    in ``dtype``, where a draw beyond its range is infinite, silently."""
+    drawn = np.random.default_rng(seed).normal(0.0, std, size=shape)
+    with np.errstate(over="ignore"):
+        return drawn.astype(dtype)
 
 
 def _checked(embeddings: Any) -> np.ndarray:

@@ -20,6 +20,7 @@ from ._checks import (
     plain_array,
 )
 from ._kernels import gather_rows, relative_index, t5_bucket
+from .learned import drawn_table
 
 __all__ = ["RelativePE", "relative_position_index", "t5_relative_position_bucket"]
 
@@ -114,11 +115,7 @@ class RelativePE:
         if not std >= 0:
             raise ValueError(f"std must be >= 0, got {std}")
         dtype = as_float_dtype(dtype, "dtype")
-        self.embeddings = (
-            np.random.default_rng(seed)
-            .normal(0.0, std, size=(2 * clip + 1, embedding_size))
-            .astype(dtype)
-        )
+        self.embeddings = drawn_table((2 * clip + 1, embedding_size), std, seed, dtype)
 
     @property
     def embeddings(self) -> np.ndarray:

@@ -3,6 +3,8 @@ MemoryError before any work, or gives the right answer; no input ever changes.""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -201,6 +203,25 @@ def test_nan_and_inf_propagate_as_the_formula_says(layer):
         actual = PE(x_view)
     assert_bitwise_equal(actual, expected)
     assert_bitwise_equal(x_view, before)
+
+
+def test_infinities_in_gradients_and_tables_neither_warn_nor_raise():
+    """As in the forward passes, an infinity or a NaN that comes out of the
+    formula comes out silently, whatever numpy's error state: a gradient
+    summed over the batch (inf + -inf is NaN), a table drawn with a standard
+    deviation beyond its dtype's range (infinite entries)."""
+    dy = np.array([[[np.inf, -np.inf], [np.inf, 1.0]]], np.float32)  # (seq, features, batch)
+    with warnings.catch_warnings(), np.errstate(all="raise"):
+        warnings.simplefilter("error")
+        _, grad = LearnedPE(4, 2, seed=0).backward(dy)
+        tables = [
+            LearnedPE(4, 2, std=1e300, seed=0).embeddings,
+            RelativePE(2, 2, std=1e300, seed=0).embeddings,
+            RelativePE(2, 2, std=1e10, seed=0, dtype=np.float16).embeddings,
+        ]
+    assert np.isnan(grad[0, 0]) and grad[0, 1] == np.inf and not grad[1:].any()
+    for table in tables:
+        assert np.isinf(table).all()
 
 
 @pytest.mark.parametrize("layer", ["rope", "pe"])
