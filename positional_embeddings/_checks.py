@@ -25,6 +25,7 @@ __all__ = [
     "as_size",
     "check_finite_angles",
     "held_table",
+    "in_machine_order",
     "native",
     "output_for",
     "plain_array",
@@ -112,12 +113,13 @@ def as_float_dtype(T: Any, name: str = "T", float16: bool = True) -> np.dtype:
 def as_array(x: Any, name: str, min_ndim: int) -> np.ndarray:
     """View ``x`` as a numpy array of a real numeric dtype with ``min_ndim`` dims or more.
 
-    Nothing is copied for a numpy array in the machine's byte order; other
-    array-likes go through ``np.asarray``, and an array in the other byte
-    order (read from a big-endian file) becomes a copy in the machine's, with
-    the same values.  Bool, integer and float16/32/64 dtypes are accepted, as
-    Julia accepts ``Bool``, ``Int`` and ``Float`` arrays; complex, object,
-    string and extended-precision arrays are rejected.
+    Nothing is copied for a numpy array; other array-likes go through
+    ``np.asarray``.  An array in the other byte order (read from a big-endian
+    file) stays so: the loops read it as ``in_machine_order`` copies it,
+    once the caller's checks have passed.  Bool, integer and float16/32/64
+    dtypes are accepted, as Julia accepts ``Bool``, ``Int`` and ``Float``
+    arrays; complex, object, string and extended-precision arrays are
+    rejected.
     """
     array = plain_array(x, name)
     dtype = native(array.dtype)
@@ -128,7 +130,13 @@ def as_array(x: Any, name: str, min_ndim: int) -> np.ndarray:
             f"{name} must have at least {min_ndim} dimensions, "
             f"got shape {array.shape} ({array.ndim} dims)"
         )
-    return array if array.dtype.isnative else array.astype(dtype)
+    return array
+
+
+def in_machine_order(array: np.ndarray) -> np.ndarray:
+    """``array`` itself in the machine's byte order, else a copy in it with
+    the same values (in the same memory order): what the loops read."""
+    return array if array.dtype.isnative else array.astype(native(array.dtype), order="K")
 
 
 def plain_array(value: Any, name: str) -> np.ndarray:

@@ -14,6 +14,7 @@ from ._checks import (
     as_real,
     as_size,
     check_finite_angles,
+    in_machine_order,
     output_for,
     promote,
     resolve_positions,
@@ -329,8 +330,7 @@ def add_embeddings(
     """
     batch_first = as_flag(batch_first, "batch_first")
     x = as_array(x, "x", 3)
-    view = seq_first(x, "x", batch_first)
-    seq_len, channels = view.shape[0], view.shape[1]
+    seq_len, channels = seq_first(x, "x", batch_first).shape[:2]
     if channels != table.shape[0]:
         raise ValueError(
             "Channel dimension must match embedding size: expected "
@@ -338,6 +338,7 @@ def add_embeddings(
         )
     start = resolve_positions(seq_len, (), table.shape[1], offset)
     out = output_for(x, promote(x.dtype, table.dtype), out)
+    view = seq_first(in_machine_order(x), "x", batch_first)
     out_view = out.transpose(1, 2, 0) if batch_first else out
     run_forward(absolute_forward, view, out_view, table, start, position_major)
     return out

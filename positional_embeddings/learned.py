@@ -13,6 +13,7 @@ from ._checks import (
     as_real,
     as_size,
     held_table,
+    native,
     resolve_positions,
 )
 from ._direct import DirectCalls
@@ -189,7 +190,7 @@ class LearnedPE:
             grad[start : start + view.shape[0]] = np.ascontiguousarray(view).sum(
                 axis=tuple(range(2, view.ndim)), dtype=table.dtype
             )
-        return dy.copy(order="K"), grad
+        return dy.astype(native(dy.dtype), order="K"), grad
 
     def __repr__(self) -> str:
         return f"LearnedPE(max_length={self.max_length}, embedding_size={self.embedding_size})"

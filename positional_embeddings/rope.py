@@ -13,6 +13,7 @@ from ._checks import (
     as_real,
     as_size,
     check_finite_angles,
+    in_machine_order,
     native,
     output_for,
     plain_array,
@@ -360,19 +361,10 @@ class RoPE:
         dx = self._backward_direct.call(dy, out, offset, positions)
         if dx is not None:
             return dx
-        dy = as_array(dy, "dy", 3)
-        if dy.dtype.kind in "biu":
-            # The loop negates a partner channel and the sin table: in an
-            # integer type that negation wraps (uint8 1 to 255, int8 -128 to
-            # itself), so integer gradients take their promoted float type
-            # first, which the products would convert them to anyway (beyond
-            # float16's range to infinities, silently, as the forward pass).
-            with np.errstate(over="ignore"):
-                dy = dy.astype(promote(dy.dtype, self._cos_cached.dtype), order="K")
         if self._backward_sin is None:
             self._backward_sin = _backward_sin(self._kernel_tables[1], self._pairing)
         tables = (self._kernel_tables[0], self._backward_sin)
-        return self._apply(dy, out, offset, positions, tables, self._backward_direct)
+        return self._apply(dy, out, offset, positions, tables, self._backward_direct, gradient=True)
 
     def _apply(
         self,
@@ -382,13 +374,15 @@ class RoPE:
         positions: Any,
         tables: tuple[np.ndarray, ...],
         direct: DirectCalls,
+        gradient: bool = False,
     ) -> np.ndarray:
         """Check, allocate, rotate by ``tables``; the call leaves its loop to
         ``direct``, the record of calls by these tables, for the next input
         of the same layout (the fast path of ``__call__`` and ``backward``),
         unless it read ids per position and batch column of more than one
-        batch axis."""
-        x = as_array(x, "x", 3)
+        batch axis.  A ``gradient`` (``dy`` in errors) of integers is
+        rotated in its promoted float type."""
+        x = as_array(x, "dy" if gradient else "x", 3)
         head_size, seq_len = x.shape[0], x.shape[1]
         if head_size != self.head_size:
             raise ValueError(
@@ -397,6 +391,16 @@ class RoPE:
         where = resolve_positions(seq_len, x.shape[1:], self.cos_cached.shape[1], offset, positions)
         new = out is None
         out = output_for(x, promote(x.dtype, self.cos_cached.dtype), out)
+        if gradient and x.dtype.kind in "biu":
+            # The loop negates a partner channel and the sin table: in an
+            # integer type that negation wraps (uint8 1 to 255, int8 -128 to
+            # itself), so integer gradients take their promoted float type
+            # first, which the products would convert them to anyway (beyond
+            # float16's range to infinities, silently, as the forward pass).
+            with np.errstate(over="ignore"):
+                x = x.astype(out.dtype, order="K")
+        else:
+            x = in_machine_order(x)
         if isinstance(where, np.ndarray) and may_share_memory(where, out):
             # Ids where the call writes (x's memory, in place): read before
             # the loop writes over them, as numpy reads such an input.

@@ -205,6 +205,25 @@ def test_nan_and_inf_propagate_as_the_formula_says(layer):
     assert_bitwise_equal(x_view, before)
 
 
+def test_inputs_to_convert_are_checked_before_they_are_converted():
+    """An input the loops read converted (an array in the other byte order, an
+    integer gradient) is checked before the copy is made: here inputs no
+    machine could copy (4 TiB), of the wrong head size or channel count."""
+    huge = (8 + 1, 2**40, 1)
+    swapped = np.broadcast_to(np.zeros(1, ">f4"), huge)
+    integers = np.broadcast_to(np.zeros(1, np.int32), huge)
+    with pytest.raises(ValueError, match="Head dimension must match, expected 8, got 9"):
+        ROPE(swapped)
+    with pytest.raises(ValueError, match="Head dimension must match, expected 8, got 9"):
+        ROPE.backward(swapped)
+    with pytest.raises(ValueError, match="Head dimension must match, expected 8, got 9"):
+        ROPE.backward(integers)
+    with pytest.raises(ValueError, match="Channel dimension must match embedding size"):
+        PE(swapped.transpose(1, 0, 2))
+    with pytest.raises(ValueError, match="Channel dimension must match embedding size"):
+        LearnedPE(10, 8).backward(swapped.transpose(1, 0, 2))
+
+
 def test_infinities_in_gradients_and_tables_neither_warn_nor_raise():
     """As in the forward passes, an infinity or a NaN that comes out of the
     formula comes out silently, whatever numpy's error state: a gradient
