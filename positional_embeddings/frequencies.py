@@ -73,5 +73,7 @@ def compute_frequencies(dim: int, seq_len: int, base: float = 10_000) -> np.ndar
     dim = as_size(dim, "dim")
     seq_len = as_size(seq_len, "seq_len")
     theta = frequency_bands(dim, as_real(base, "base"))
+    if not theta.size:  # no rows, whatever seq_len: no positions to make
+        return np.empty((0, seq_len))
     with np.errstate(invalid="ignore", over="ignore"):  # IEEE results, silent as in Julia
         return theta[:, np.newaxis] * np.arange(seq_len, dtype=np.float64)

@@ -50,6 +50,8 @@ def _convert(a: Any, axis: int, heads: int, to_half: bool) -> np.ndarray:
             f"the axis of length {length} does not split into {heads} heads of equal size"
         )
     out = np.empty_like(array, dtype=native(array.dtype), order="K")
+    if not length:  # no channels, whatever the number of heads: no order to make
+        return out
     return np.take(array, _order(length // heads, heads, to_half), axis=axis, out=out)
 
 

@@ -205,6 +205,16 @@ def test_nan_and_inf_propagate_as_the_formula_says(layer):
     assert_bitwise_equal(x_view, before)
 
 
+def test_empty_results_whatever_the_other_sizes():
+    """A result with no elements is made at once, however large its other
+    axes or arguments: no frequency rows (Julia's ``theta * positions'`` is
+    a 0×n matrix), no channels to split into heads."""
+    frequencies = compute_frequencies(0, 2**40)
+    assert frequencies.shape == (0, 2**40) and frequencies.dtype == np.float64
+    for convert in (interleaved_to_half, half_to_interleaved):
+        assert convert(np.zeros((0, 3), np.float32), heads=2**40).shape == (0, 3)
+
+
 def test_inputs_to_convert_are_checked_before_they_are_converted():
     """An input the loops read converted (an array in the other byte order, an
     integer gradient) is checked before the copy is made: here inputs no
