@@ -25,6 +25,7 @@ __all__ = [
     "as_size",
     "check_finite_angles",
     "held_table",
+    "holdable",
     "in_machine_order",
     "native",
     "output_for",
@@ -38,6 +39,22 @@ _FLOAT_DTYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64
 INT_MAX = 2**63 - 1
 """Julia's ``typemax(Int)`` on 64-bit machines: the largest size, length or
 offset an argument can be (Julia's ``Int`` arguments cannot hold more)."""
+
+
+def holdable(shape: tuple[int, ...], dtype: Any, what: str) -> None:
+    """Raise ``MemoryError`` at once where an array of ``shape`` and ``dtype``
+    (``what``, in the error) would take more bytes than any machine can
+    address: numpy refuses to make it with a ``ValueError`` ("array is too
+    big") that names no argument.  Axes of length 0 count as 1, as they do
+    for numpy (an array's strides must fit too)."""
+    size = np.dtype(dtype).itemsize
+    for length in shape:
+        size *= max(length, 1)
+    if size > INT_MAX:
+        raise MemoryError(
+            f"{what} of shape {shape} and dtype {np.dtype(dtype)} would take {size} bytes "
+            f"(with its strides), more than the 2**63 - 1 any machine can address"
+        )
 
 
 def as_size(

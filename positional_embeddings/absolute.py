@@ -14,6 +14,7 @@ from ._checks import (
     as_real,
     as_size,
     check_finite_angles,
+    holdable,
     in_machine_order,
     output_for,
     promote,
@@ -101,6 +102,7 @@ class AbsolutePE:
                 "Julia's AbsolutePE raises DimensionMismatch (one cos row fewer "
                 "than sin rows)"
             )
+        holdable((embedding_size, max_length), _TABLE_DTYPE, "AbsolutePE's table")
         theta = frequency_bands(embedding_size, base)
         with np.errstate(over="ignore", invalid="ignore"):
             check_finite_angles(theta * max(max_length - 1, 0), "sin")

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from ._checks import as_flag, as_float_dtype, as_size
+from ._checks import as_flag, as_float_dtype, as_size, holdable
 from ._kernels import alibi_bias as _alibi_bias_kernel
 
 __all__ = ["alibi_bias", "alibi_slopes"]
@@ -40,7 +40,8 @@ def alibi_slopes(n_heads: int) -> np.ndarray:
     array([0.0625    , 0.00390625, 0.25      ])
     """
     n_heads = as_size(n_heads, "n_heads", minimum=1)
-    slopes = np.empty(n_heads)  # an impossible size fails here, before any work
+    holdable((n_heads,), np.float64, "the slopes")
+    slopes = np.empty(n_heads)
     slopes[:] = _slopes(n_heads)
     return slopes
 
@@ -101,6 +102,7 @@ def alibi_bias(
     length_k = length_q if length_k is None else as_size(length_k, "length_k")
     causal = as_flag(causal, "causal")
     dtype = as_float_dtype(dtype, "dtype", float16=False)
+    holdable((length_k, length_q, n_heads), dtype, "the bias")
     bias = np.empty((length_k, length_q, n_heads), dtype=dtype)
     _alibi_bias_kernel(alibi_slopes(n_heads).astype(dtype), causal, bias)
     return bias

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._checks import as_real, as_size
+from ._checks import as_real, as_size, holdable
 from ._kernels import inverse_frequencies
 
 __all__ = ["compute_frequencies", "frequency_bands"]
@@ -18,6 +18,7 @@ def frequency_bands(dim: int, base: float) -> np.ndarray:
     negative base with a fractional exponent (any dim above 2).
     """
     count = (dim + 1) // 2
+    holdable((count,), np.float64, "the frequencies")
     if base < 0 and count > 1:
         raise ValueError(
             f"base must not be negative, got {base}: base^((2i)/dim) would be "
@@ -72,7 +73,9 @@ def compute_frequencies(dim: int, seq_len: int, base: float = 10_000) -> np.ndar
     """
     dim = as_size(dim, "dim")
     seq_len = as_size(seq_len, "seq_len")
-    theta = frequency_bands(dim, as_real(base, "base"))
+    base = as_real(base, "base")
+    holdable(((dim + 1) // 2, seq_len), np.float64, "compute_frequencies' result")
+    theta = frequency_bands(dim, base)
     if not theta.size:  # no rows, whatever seq_len: no positions to make
         return np.empty((0, seq_len))
     with np.errstate(invalid="ignore", over="ignore"):  # IEEE results, silent as in Julia

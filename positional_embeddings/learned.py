@@ -13,6 +13,7 @@ from ._checks import (
     as_real,
     as_size,
     held_table,
+    holdable,
     native,
     resolve_positions,
 )
@@ -199,6 +200,7 @@ class LearnedPE:
 def drawn_table(shape: tuple[int, int], std: float, seed: Any, dtype: np.dtype) -> np.ndarray:
     """A trainable table's initial values: N(0, std²) draws from ``seed``,
     in ``dtype``, where a draw beyond its range is infinite, silently."""
+    holdable(shape, np.float64, "the table")
     drawn = np.random.default_rng(seed).normal(0.0, std, size=shape)
     with np.errstate(over="ignore"):
         return drawn.astype(dtype)

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from ._checks import as_size, plain_array
+from ._checks import as_size, holdable, plain_array
 
 __all__ = ["create_causal_mask", "create_padding_mask"]
 
@@ -48,6 +48,7 @@ def create_causal_mask(seq_len: int) -> np.ndarray:
            [False, False,  True]])
     """
     seq_len = as_size(seq_len, "seq_len", 1, julia="Julia raises ArgumentError")
+    holdable((seq_len, seq_len, 1), np.bool_, "the mask")
     # One comparison of the positions in their smallest type: 6-10x faster
     # than np.triu of ones (30 -> 3.6 us at 128, 81 -> 13 ms at 8192).
     positions = np.arange(seq_len, dtype=np.min_scalar_type(seq_len - 1))
@@ -109,5 +110,6 @@ def create_padding_mask(lengths: Any, max_len: int) -> np.ndarray:
         raise ValueError(f"lengths must be 1-D, got shape {lengths_array.shape}")
     if lengths_array.size == 0:
         raise ValueError(f"lengths must be non-empty, got none ({_EMPTY_MASK})")
+    holdable((1, max_len, lengths_array.size), np.bool_, "the mask")
     positions = np.arange(max_len)[:, np.newaxis]
     return (positions >= lengths_array[np.newaxis, :])[np.newaxis]

@@ -17,6 +17,7 @@ from ._checks import (
     as_real,
     as_size,
     held_table,
+    holdable,
     plain_array,
 )
 from ._kernels import gather_rows, relative_index, t5_bucket
@@ -54,6 +55,7 @@ def relative_position_index(length_q: int, length_k: int, max_relative_position:
     length_q = as_size(length_q, "length_q")
     length_k = as_size(length_k, "length_k")
     clip = as_size(max_relative_position, "max_relative_position", maximum=_MAX_CLIP)
+    holdable((length_q, length_k), np.int64, "the index")
     index = np.empty((length_q, length_k), dtype=np.int64)
     relative_index(clip, index)
     return index
@@ -143,6 +145,8 @@ class RelativePE:
         place since it was assigned, it could otherwise be read out of
         bounds)."""
         table = _distance_table(self._embeddings)
+        length_q, length_k = as_size(length_q, "length_q"), as_size(length_k, "length_k")
+        holdable((length_q, length_k, table.shape[1]), table.dtype, "the embeddings")
         index = relative_position_index(length_q, length_k, table.shape[0] // 2)
         gathered = np.empty((*index.shape, table.shape[1]), dtype=table.dtype)
         storage = np.uint16 if table.dtype == np.float16 else table.dtype

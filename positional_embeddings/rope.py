@@ -13,6 +13,7 @@ from ._checks import (
     as_real,
     as_size,
     check_finite_angles,
+    holdable,
     in_machine_order,
     native,
     output_for,
@@ -155,6 +156,7 @@ class RoPE:
         base = as_real(base, "base")
         scale = as_real(scale, "scale")
         dtype = as_float_dtype(T)
+        holdable((head_size, seq_len), dtype, "RoPE's tables")
         theta = frequency_bands(head_size, base)
         with np.errstate(over="ignore", invalid="ignore"):
             longest = ((theta * max(seq_len - 1, 0)) * scale).astype(dtype)

@@ -4,6 +4,7 @@ MemoryError before any work, or gives the right answer; no input ever changes.""
 from __future__ import annotations
 
 import warnings
+from functools import partial
 
 import numpy as np
 import pytest
@@ -203,6 +204,35 @@ def test_nan_and_inf_propagate_as_the_formula_says(layer):
         actual = PE(x_view)
     assert_bitwise_equal(actual, expected)
     assert_bitwise_equal(x_view, before)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        partial(RoPE, 8, 2**62),
+        partial(RoPE, 2**62, 8),
+        partial(AbsolutePE, 8, 2**62),
+        partial(AbsolutePE, 2**62, 8),
+        partial(compute_frequencies, 8, 2**62),
+        partial(compute_frequencies, 2**62, 8),
+        partial(compute_frequencies, 0, 2**62),  # no rows: numpy's strides would overflow
+        partial(alibi_slopes, 2**62),
+        partial(alibi_bias, 2, 2**40),
+        partial(relative_position_index, 2**40, 2**40, 1),
+        partial(RelativePE(2, 4), 2**31, 2**31),  # the index fits, the embeddings do not
+        partial(RelativePE, 2**61, 4),
+        partial(LearnedPE, 2**62, 8),
+        partial(create_causal_mask, 2**40),
+        partial(create_padding_mask, [1, 2], 2**62),
+    ],
+    ids=lambda make: f"{getattr(make.func, '__name__', type(make.func).__name__)}{make.args}",
+)
+def test_sizes_no_machine_could_hold_raise_memory_error_at_once(make):
+    """Beyond 2**63 - 1 bytes numpy itself refuses an array with a ValueError
+    ("array is too big") that names no argument; the size is refused first,
+    as a MemoryError that names what it would have been."""
+    with pytest.raises(MemoryError, match=r"of shape .* more than the 2\*\*63 - 1"):
+        make()
 
 
 def test_empty_results_whatever_the_other_sizes():
