@@ -101,8 +101,9 @@ def _run_checkout_tool(package: str, argv: list[str]) -> int:
 
 def _plot(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """Draw the figure; sizes or a file type the figure refuses are usage
-    errors (exit 2), a missing matplotlib or a file that cannot be written
-    a failure (exit 1), each one line, no traceback."""
+    errors (exit 2), a missing matplotlib, tables larger than memory holds or
+    a file that cannot be written a failure (exit 1), each one line, no
+    traceback."""
     from .plots import plot_absolute, plot_rope
 
     try:
@@ -110,7 +111,7 @@ def _plot(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             path = plot_absolute(args.output, args.embedding_size, args.max_length, args.base)
         else:
             path = plot_rope(args.output, args.head_size, args.seq_len, args.base)
-    except (ImportError, OSError) as error:
+    except (ImportError, MemoryError, OSError) as error:
         print(f"python -m positional_embeddings plot: {error}", file=sys.stderr)
         return 1
     except (TypeError, ValueError) as error:

@@ -81,6 +81,18 @@ def test_plot_to_a_file_that_cannot_be_written_fails_in_one_line(tmp_path, capsy
     assert err.startswith("python -m positional_embeddings plot: ") and err.count("\n") == 1
 
 
+@pytest.mark.parametrize("kind,option", [("rope", "--seq-len"), ("absolute", "--max-length")])
+@pytest.mark.parametrize("size", ["99999999999", str(2**62)])
+def test_plot_of_a_size_no_memory_holds_fails_in_one_line(tmp_path, kind, option, size, capsys):
+    """Tables this machine cannot hold (numpy's MemoryError), or no machine
+    (the package's): a failure, one line, no traceback, no file."""
+    pytest.importorskip("matplotlib")
+    assert main(["plot", kind, option, size, "-o", str(tmp_path / "figure.svg")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("python -m positional_embeddings plot: ") and err.count("\n") == 1
+    assert not any(tmp_path.iterdir())
+
+
 @pytest.mark.parametrize(
     "command,usage", [("bench", "python -m benchmarks"), ("parity", "python -m parity")]
 )
