@@ -215,6 +215,7 @@ def output_for(x: np.ndarray, dtype: np.dtype, out: Any) -> np.ndarray:
     as many times as it is seen.  Masked arrays are refused, as for ``x``.
     """
     if out is None:
+        holdable(x.shape, dtype, "the output")  # a broadcast x may be of any size
         return np.empty_like(x, dtype=dtype, order="K")
     if not isinstance(out, np.ndarray) or isinstance(out, np.ma.MaskedArray):
         kind = "a masked array (its mask would be ignored)" if isinstance(out, np.ndarray) else ""

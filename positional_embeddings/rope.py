@@ -390,9 +390,11 @@ class RoPE:
             raise ValueError(
                 f"Head dimension must match, expected {self.head_size}, got {head_size}"
             )
-        where = resolve_positions(seq_len, x.shape[1:], self.cos_cached.shape[1], offset, positions)
         new = out is None
         out = output_for(x, promote(x.dtype, self.cos_cached.dtype), out)
+        # After the output, which fails at once where no memory could hold
+        # it, before ids as many as its positions are read.
+        where = resolve_positions(seq_len, x.shape[1:], self.cos_cached.shape[1], offset, positions)
         if gradient and x.dtype.kind in "biu":
             # The loop negates a partner channel and the sin table: in an
             # integer type that negation wraps (uint8 1 to 255, int8 -128 to

@@ -235,6 +235,17 @@ def test_sizes_no_machine_could_hold_raise_memory_error_at_once(make):
         make()
 
 
+@pytest.mark.parametrize("method", ["__call__", "backward"])
+def test_an_output_no_machine_could_hold_is_refused_before_the_ids_are_read(method):
+    """A broadcast input of 2**58 positions (which takes no memory) whose
+    float32 output no machine could hold: refused at once, before reading
+    its 2**58 position ids."""
+    x = np.broadcast_to(np.zeros(1, np.bool_), (8, 2**58, 1))
+    ids = np.broadcast_to(np.zeros(1, np.intp), (2**58,))
+    with pytest.raises(MemoryError, match=r"the output of shape \(8, 288230376151711744, 1\)"):
+        getattr(ROPE, method)(x, positions=ids)
+
+
 def test_empty_results_whatever_the_other_sizes():
     """A result with no elements is made at once, however large its other
     axes or arguments: no frequency rows (Julia's ``theta * positions'`` is
