@@ -179,19 +179,22 @@ class LearnedPE:
         table = self._table()
         batch_first = as_flag(batch_first, "batch_first")
         dy = as_array(dy, "dy", 3)
-        view = seq_first(dy, "dy", batch_first)
-        if view.shape[1] != table.shape[1]:
+        seq_len, channels = seq_first(dy, "dy", batch_first).shape[:2]
+        if channels != table.shape[1]:
             raise ValueError(
                 "Channel dimension must match embedding size: expected "
-                f"{table.shape[1]}, got {view.shape[1]}"
+                f"{table.shape[1]}, got {channels}"
             )
-        start = resolve_positions(view.shape[0], (), table.shape[0], offset)
+        start = resolve_positions(seq_len, (), table.shape[0], offset)
+        # Summed in the machine's byte order: numpy would sum another in
+        # chunks of its casting buffer, to other bits.
+        dx = dy.astype(native(dy.dtype), order="K")
         grad = np.zeros_like(table)
         with np.errstate(over="ignore", invalid="ignore"):  # IEEE sums (inf + -inf), silent
-            grad[start : start + view.shape[0]] = np.ascontiguousarray(view).sum(
-                axis=tuple(range(2, view.ndim)), dtype=table.dtype
-            )
-        return dy.astype(native(dy.dtype), order="K"), grad
+            grad[start : start + seq_len] = np.ascontiguousarray(
+                seq_first(dx, "dy", batch_first)
+            ).sum(axis=tuple(range(2, dx.ndim)), dtype=table.dtype)
+        return dx, grad
 
     def __repr__(self) -> str:
         return f"LearnedPE(max_length={self.max_length}, embedding_size={self.embedding_size})"
