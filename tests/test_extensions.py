@@ -142,7 +142,7 @@ def test_numpy_integer_offsets_take_the_direct_path(monkeypatch, kind):
     Python int, with the same bits, for each layer that takes an offset;
     bools, numpy's too, and offsets out of range still go to the checks,
     which refuse them, as they refuse a ``np.timedelta64`` (numpy counts it
-    among its integers: ``isinstance(np.timedelta64(3), np.integer)``)."""
+    among its integers: ``isinstance(np.timedelta64(3, "s"), np.integer)``)."""
     rope, pe, learned = RoPE(16, 40), AbsolutePE(16, 40), LearnedPE(40, 16, seed=3)
     x = sample((16, 1, 4), np.float32, seed=25)
     steps = [(rope, x), (pe, x.reshape(1, 16, 4)), (learned, x.reshape(1, 16, 4))]
@@ -164,15 +164,15 @@ def test_numpy_integer_offsets_take_the_direct_path(monkeypatch, kind):
                 assert layer(step, out=out, offset=kind(position)) is out
                 assert_bitwise_equal(out, expected[id(layer), position])
     for layer, step in steps:
-        for bad in (True, np.True_, np.timedelta64(3), np.timedelta64(3, "D")):
+        for bad in (True, np.True_, np.timedelta64(3, "s"), np.timedelta64(3, "D")):
             with pytest.raises(TypeError, match="offset must be an integer"):
                 layer(step, offset=bad)
     rope.backward(x, offset=5)
     with pytest.raises(TypeError, match="offset must be an integer"):
-        rope.backward(x, offset=np.timedelta64(3))
+        rope.backward(x, offset=np.timedelta64(3, "s"))
     rope(x, positions=[0])
     with pytest.raises(TypeError, match="offset must be an integer"):
-        rope(x, positions=[0], offset=np.timedelta64(0))
+        rope(x, positions=[0], offset=np.timedelta64(0, "s"))
         with pytest.raises(ValueError, match="exceeds maximum length"):
             layer(step, offset=kind(40))
 
