@@ -29,8 +29,13 @@ NEW = "new"
 IN_PLACE = "in place"
 """What a remembered in-place call writes into, in its key."""
 
-_Found = tuple[Literal["C", "F"] | None, Callable[..., None], tuple[Any, ...], int, int | None]
-"""The memory order of a new output, then a ``Direct`` (``DirectCalls._find``)."""
+_Order = Literal["C", "F"] | None
+"""The memory order of a new output (None: ``np.empty_like``'s of the input)."""
+
+_Found = tuple[Any, Callable[..., None], tuple[Any, ...], int, int | None]
+"""How a new output is made (an ``_Order``; for a view of the caller's array,
+that order, the array's shape and the axes back to it), then a ``Direct``
+(``DirectCalls._find``)."""
 
 _ROPE_ARGUMENTS = 4
 """How many arguments most RoPE loops take between ``out`` and the positions
@@ -61,7 +66,9 @@ class DirectCalls:
     ids' range; ``out``'s flags and overlap with ``x`` and the ids).  A record's
     key is ``x``'s shape, strides and dtype, then what the call writes
     into: ``NEW`` (a new output, laid out as ``np.empty_like(x)``),
-    ``IN_PLACE`` (``x`` itself), or ``out``'s shape, strides and dtype (any
+    ``IN_PLACE`` (``x`` itself), the axes ``x`` is viewed in (a new output
+    laid out as ``np.empty_like`` of the caller's array, below), or
+    ``out``'s shape, strides and dtype (any
     ``out``: a slot of a KV cache as well as a fresh array; an ``out`` of
     another shape than ``x`` finds no record, and the checks refuse it); with position
     ids, their shape, strides and dtype last.  Inputs of more than 3 dims
@@ -101,6 +108,7 @@ class DirectCalls:
         out: np.ndarray | None,
         offset: Any,
         positions: Any = None,
+        axes: tuple[int, ...] | None = None,
     ) -> np.ndarray | None:
         """The result of the remembered call for ``x`` into ``out`` (None: a
         new output) at ``offset``, or with ``positions`` (position ids;
@@ -110,7 +118,13 @@ class DirectCalls:
         ``offset`` (Python's or numpy's), and position ids as an ndarray of
         any integer dtype, or a list or tuple of ints, read as the checks
         convert them.  Not a ``np.timedelta64``, which numpy counts among
-        its integers and the checks refuse."""
+        its integers and the checks refuse.
+
+        ``axes``, if given, says that ``x`` (and ``out``) are the caller's
+        arrays viewed as ``transpose(axes)`` (a batch-first input, say): a
+        new output is then made as the checks make it for the caller's
+        array, and returned in the caller's axes.  A view's own new output
+        would differ in its strides along axes of length 1."""
         if type(x) is not np.ndarray or not (
             type(offset) is int
             or (isinstance(offset, np.integer) and not isinstance(offset, np.timedelta64))
@@ -118,7 +132,7 @@ class DirectCalls:
             return None
         shape = x.shape
         if out is None:
-            key: tuple[Any, ...] = (shape, x.strides, x.dtype, NEW)
+            key: tuple[Any, ...] = (shape, x.strides, x.dtype, NEW if axes is None else axes)
         elif out is x:
             key = (shape, x.strides, x.dtype, IN_PLACE)
         elif type(out) is np.ndarray:
@@ -151,9 +165,16 @@ class DirectCalls:
             where = ids
         _, entry, args, length, order, dtype = record
         y: np.ndarray | None
-        if out is None:
+        if out is None and axes is None:
             y = np.empty_like(x, dtype) if order is None else np.empty(shape, dtype, order)
             result = y
+        elif out is None:  # laid out as for the caller's array, x.transpose(back)
+            order, made_shape, back = order
+            if order is None:
+                result = np.empty_like(x.transpose(back), dtype)
+            else:
+                result = np.empty(made_shape, dtype, order)
+            y = result.transpose(axes)
         elif out is x:
             if not x.flags.behaved:
                 return None
@@ -186,6 +207,7 @@ class DirectCalls:
         where: int | np.ndarray,
         last: int,
         find: Callable[[np.ndarray, np.ndarray | None], Direct | None],
+        axes: tuple[int, ...] | None = None,
     ) -> None:
         """After a checked call of ``x`` into ``out`` (``x`` itself in place;
         ``new``: an output the call made) at ``where``, keep the loop
@@ -196,7 +218,9 @@ class DirectCalls:
         ids of their shape and layout.  ``last`` is the largest offset the
         layer's tables cover for this sequence length; the record covers
         less where the loop reads a copy of the tables' first positions
-        only (``Direct``).
+        only (``Direct``).  ``axes``, if given, says that ``x`` and
+        ``out`` are views ``transpose(axes)`` of the caller's arrays, as
+        ``call`` is then told.
 
         ``find`` costs tens of microseconds (Numba's ``typeof`` of each
         argument), so it is not asked again while a record for such calls
@@ -213,7 +237,10 @@ class DirectCalls:
         ids = where if isinstance(where, np.ndarray) else None
         # The key as ``call`` builds it (there inline, on the decoding step's path).
         key: tuple[Any, ...] = (x.shape, x.strides, x.dtype)
-        key += (NEW,) if new else (IN_PLACE,) if in_place else (out.shape, out.strides, out.dtype)
+        if new:
+            key += (NEW if axes is None else axes,)
+        else:
+            key += (IN_PLACE,) if in_place else (out.shape, out.strides, out.dtype)
         if ids is not None:
             key += (ids.shape, ids.strides, ids.dtype)
         kept = self._records.get(key)
@@ -225,7 +252,7 @@ class DirectCalls:
             return
         if not in_place and not new and may_share(x, out):
             return
-        found = self._find(x, out, new, in_place, find)
+        found = self._find(x, out, new, in_place, find, axes)
         if found is None:
             if len(self._refused) >= _MOST_LAYOUTS:
                 self._refused.clear()
@@ -244,19 +271,25 @@ class DirectCalls:
         new: bool,
         in_place: bool,
         find: Callable[[np.ndarray, np.ndarray | None], Direct | None],
+        axes: tuple[int, ...] | None,
     ) -> _Found | None:
-        """The memory order of a new output (None: neither C nor F, made by
-        ``np.empty_like`` of ``x``; also None where the call makes none) and
-        the loop to remember for ``x`` into ``out`` (``remember``'s
-        arguments) as ``find`` gives it, or None where ``find`` finds none,
-        or a new ``out`` is not laid out as ``np.empty_like`` of ``x``,
-        which the remembered call makes."""
-        order: Literal["C", "F"] | None = None
+        """How the remembered call makes a new output, and the loop to
+        remember for ``x`` into ``out`` (``remember``'s arguments) as
+        ``find`` gives it; or None where ``find`` finds none, or a new
+        ``out`` is not laid out as ``np.empty_like`` of ``x``, which the
+        remembered call makes.  How: the output's memory order (None:
+        not ``np.empty``'s C or F layout, made by ``np.empty_like`` of ``x``; also None
+        where the call makes none), or with ``axes`` that order for the
+        caller's arrays, their shape, and the axes back to them."""
+        order: Any = None
         if new:
-            if not _same_steps(out, np.empty_like(x, out.dtype)):
+            back = tuple(np.argsort(axes).tolist()) if axes is not None else None
+            caller_x, made = (x, out) if back is None else (x.transpose(back), out.transpose(back))
+            if not _same_steps(made, np.empty_like(caller_x, out.dtype)):
                 return None
-            flags = out.flags
-            order = "C" if flags.c_contiguous else "F" if flags.f_contiguous else None
+            order = _contiguous_order(made)
+            if back is not None:
+                order = (order, caller_x.shape, back)
         views: tuple[np.ndarray, ...] = (x, out)
         merge: Literal["C", "F"] | None = None
         found_views = merged(*views[: 1 if in_place else 2]) if x.ndim > 3 else None
@@ -286,7 +319,22 @@ def _serves(last: int, seq_len: int, where: int | np.ndarray) -> bool:
 
 
 def _same_steps(a: np.ndarray, b: np.ndarray) -> bool:
-    """Whether arrays of one shape have the same strides along every axis
-    longer than 1 (the others are never stepped along; numpy's contiguity
-    flags, and so the compiled loops' types, ignore them too)."""
-    return all(n <= 1 or p == q for n, p, q in zip(a.shape, a.strides, b.strides, strict=True))
+    """Whether arrays of one shape have the same strides, axes of length 1
+    included: no loop steps along those, and numpy's contiguity flags
+    ignore them, but callers see them (``np.empty_like`` of an array cut
+    from a larger one may keep a long stride there)."""
+    return a.strides == b.strides
+
+
+def _contiguous_order(a: np.ndarray) -> _Order:
+    """The memory order ``np.empty`` lays ``a`` out in, strides of axes of
+    length 1 included ("C" where both do), or None."""
+    for order, axes in (("C", reversed(range(a.ndim))), ("F", range(a.ndim))):
+        step = a.itemsize
+        for axis in axes:
+            if a.strides[axis] != step:
+                break
+            step *= a.shape[axis]
+        else:
+            return order  # type: ignore[return-value]
+    return None

@@ -237,9 +237,9 @@ def remembered_sum(
         and (out is None or _three_d(out))
     ):
         view, out_view = _julia_axes(x, out, True)
-        y = direct.call(view, out_view, offset)
-        if y is not None:  # the caller's out (x itself in place), or a new output
-            return y.transpose(2, 0, 1) if out is None else out
+        y = direct.call(view, out_view, offset, None, _JULIA_AXES)
+        if y is not None:  # a new output in x's axes, or a view of the caller's out
+            return y if out is None else out
     return None
 
 
@@ -273,6 +273,7 @@ def remember_sum(
             operator.index(offset),
             table.shape[1] - view.shape[0],
             lambda kernel_x, kernel_out: absolute_direct(kernel_x, kernel_out, table, by_position),
+            _JULIA_AXES if batch_first else None,
         )
 
 
@@ -286,6 +287,11 @@ def _three_d(out: Any) -> bool:
     return type(out) is np.ndarray and out.ndim == 3
 
 
+_JULIA_AXES = (1, 2, 0)
+"""The axes of a (batch, seq, features) array that give Julia's (seq,
+features, batch) view of it (``_julia_axes``)."""
+
+
 def _julia_axes(
     x: np.ndarray, out: np.ndarray | None, batch_first: bool
 ) -> tuple[np.ndarray, np.ndarray | None]:
@@ -294,8 +300,8 @@ def _julia_axes(
     it is ``x``, stays ``x``'s very view (in place)."""
     if not batch_first:
         return x, out
-    view = x.transpose(1, 2, 0)
-    return view, view if out is x else None if out is None else out.transpose(1, 2, 0)
+    view = x.transpose(_JULIA_AXES)
+    return view, view if out is x else None if out is None else out.transpose(_JULIA_AXES)
 
 
 def seq_first(x: np.ndarray, name: str, batch_first: bool) -> np.ndarray:
@@ -309,7 +315,7 @@ def seq_first(x: np.ndarray, name: str, batch_first: bool) -> np.ndarray:
         raise ValueError(
             f"{name} must be (batch, seq_len, features) with batch_first=True, got shape {x.shape}"
         )
-    return x.transpose(1, 2, 0)
+    return x.transpose(_JULIA_AXES)
 
 
 def add_embeddings(
@@ -341,6 +347,6 @@ def add_embeddings(
     start = resolve_positions(seq_len, (), table.shape[1], offset)
     out = output_for(x, promote(x.dtype, table.dtype), out)
     view = seq_first(in_machine_order(x), "x", batch_first)
-    out_view = out.transpose(1, 2, 0) if batch_first else out
+    out_view = out.transpose(_JULIA_AXES) if batch_first else out
     run_forward(absolute_forward, view, out_view, table, start, position_major)
     return out

@@ -494,6 +494,36 @@ def test_batch_first_decoding_steps_take_the_direct_path(monkeypatch, order, fla
         step(x, offset=40)
 
 
+@pytest.mark.parametrize("make", [partial(AbsolutePE, 6, 10), partial(LearnedPE, 10, 6, seed=1)])
+@pytest.mark.parametrize(
+    "x",
+    [
+        np.ones((1, 3, 6), np.float32),
+        np.ones((1, 3, 6), np.float32, order="F"),
+        np.ones((2, 1, 6), np.float32),
+        np.ones((2, 1, 6), np.float32, order="F"),
+        np.ones((1, 1, 6), np.float32),
+        np.ones((4, 9, 6), np.float32)[:1, 2:5],  # a batch-first slice: neither order
+        np.ones((3, 9, 6), np.float32)[:, 4:5],
+    ],
+    ids=["1x3 C", "1x3 F", "2x1 C", "2x1 F", "1x1", "1x3 slice", "3x1 slice"],
+)
+def test_batch_first_new_outputs_keep_one_layout(make, x):
+    """A batch-first step's new output has the strides of the first, checked
+    call's (``np.empty_like(x)``) on every axis, those of length 1 too,
+    though the step is remembered for the (seq, features, batch) view of
+    ``x``, a view whose own new output numpy lays out otherwise; and a
+    caller passing that very view is given its own layout."""
+    pe = make()
+    expected = np.empty_like(x).strides
+    for _ in range(3):  # checked, then remembered
+        assert pe(x, batch_first=True, offset=2).strides == expected
+    view = x.transpose(1, 2, 0)
+    for _ in range(3):
+        assert pe(view, offset=2).strides == np.empty_like(view).strides
+        assert pe(x, batch_first=True, offset=2).strides == expected
+
+
 @pytest.mark.parametrize("field", ["embedding_size", "max_length", "embeddings"])
 def test_fields_are_read_only_as_in_julias_immutable_struct(field):
     """Assigning a field raises (it was taken, and the calls of layouts that

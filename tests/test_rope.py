@@ -892,6 +892,30 @@ def test_loops_read_every_table_read_only(order):
     assert not [(name, table) for name, table, kind in compiled_table_types() if kind.mutable]
 
 
+@pytest.mark.parametrize(
+    "x",
+    [
+        np.ones((4, 2, 3), np.float32).transpose(0, 2, 1)[:, :, :1],  # a batch of seq-innermost
+        np.lib.stride_tricks.as_strided(np.ones(16, np.float32), (4, 1, 1, 2), (4, 4, 4, 32)),
+    ],
+    ids=["batch cut", "4-D"],
+)
+def test_remembered_new_outputs_keep_the_checked_layout(x):
+    """A new output from a remembered call has the strides of the first,
+    checked call's (``np.empty_like(x)``) along every axis, those of length
+    1 included, which numpy's contiguity flags ignore: forward, backward,
+    and with position ids."""
+    rope = RoPE(4, 10)
+    ids = np.arange(x.shape[1])
+    for call in (
+        partial(rope, offset=1),
+        partial(rope.backward, offset=1),
+        partial(rope, positions=ids),
+    ):
+        for _ in range(3):  # checked, then remembered
+            assert call(x).strides == np.empty_like(x).strides
+
+
 def test_layouts_never_remembered_are_not_probed_at_every_call(monkeypatch):
     """Layouts that no call is remembered for (Hugging Face's queries cut
     from a longer cache along both the positions and the heads, whose axes
