@@ -11,7 +11,8 @@ recording.  ``--live`` runs the case matrix through your Julia instead.
 ``record`` writes the case matrix's Julia outputs in the fixtures' format.
 
 Exit codes: 0 when every case is bit for bit (or recorded), 1 when a case
-differs or Julia is needed and not available, 2 for a usage error.
+differs, the recording has no cases, or Julia is needed and not available,
+2 for a usage error.
 """
 
 from __future__ import annotations
@@ -52,6 +53,9 @@ def _report(args: argparse.Namespace) -> int:
         header, cases = julia_header(), run_matrix()
     else:
         header, cases = load()
+    if not cases:
+        print("python -m parity report: the recording has no cases", file=sys.stderr)
+        return 1
     rows = replay(cases)
     text = (format_markdown if args.markdown else format_text)(rows, header)
     if args.output:

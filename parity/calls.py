@@ -22,7 +22,16 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["CALLS", "JULIA_TYPES", "Runner", "python_axis", "python_call", "run_case"]
+__all__ = [
+    "CALLS",
+    "JULIA_TYPES",
+    "CaseError",
+    "Runner",
+    "python_axis",
+    "python_call",
+    "python_errors",
+    "run_case",
+]
 
 CALLS = (
     "compute_frequencies",
@@ -45,6 +54,44 @@ JULIA_TYPES: dict[str, type[np.generic]] = {
     "Int64": np.int64,
     "Bool": np.bool_,
 }
+
+
+_JULIA_ERRORS: dict[str, type[Exception]] = {
+    "ArgumentError": ValueError,
+    "AssertionError": ValueError,
+    "BoundsError": ValueError,
+    "DimensionMismatch": ValueError,
+    "DomainError": ValueError,
+    "MethodError": TypeError,
+}
+"""What this port raises where Julia raises each of these exceptions."""
+
+
+class CaseError(Exception):
+    """A case that cannot be run as recorded (no input where the call takes
+    one, an unknown call): a fault of the case or the harness, which never
+    stands for the error Julia raised (not a ``ValueError``)."""
+
+
+def python_errors(julia_type: str) -> tuple[type[Exception], ...]:
+    """The exceptions this port may raise where Julia raised ``julia_type``.
+
+    Parameters
+    ----------
+    julia_type : str
+        The name of Julia's exception type, as the fixtures record it
+        (``AssertionError``, ``DimensionMismatch``, ...).
+
+    Returns
+    -------
+    tuple[type[Exception], ...]
+        ``ValueError`` for Julia's errors of bad values and sizes (argument,
+        assertion, bounds, dimension and domain errors), ``TypeError`` for a
+        ``MethodError``; either for any other type.
+    """
+    if julia_type in _JULIA_ERRORS:
+        return (_JULIA_ERRORS[julia_type],)
+    return (ValueError, TypeError)
 
 
 def python_axis(julia_dim: int) -> int:
@@ -80,7 +127,7 @@ def _keywords(args: Mapping[str, Any], *names: str) -> dict[str, Any]:
 
 def _needs_input(call: str, x: np.ndarray | None) -> np.ndarray:
     if x is None:
-        raise ValueError(f"a {call} case needs an input array x")
+        raise CaseError(f"a {call} case needs an input array x")
     return x
 
 
@@ -110,8 +157,10 @@ def run_case(
 
     Raises
     ------
-    ValueError
-        For an unknown ``call`` or a missing input; whatever ``api`` raises.
+    CaseError
+        For an unknown ``call`` or a missing input.
+    Exception
+        Whatever ``api`` raises.
     """
     if call == "compute_frequencies":
         out = api.compute_frequencies(args["dim"], args["seq_len"], **_keywords(args, "base"))
@@ -134,7 +183,7 @@ def run_case(
         return {"mask": api.create_causal_mask(args["seq_len"])}
     if call == "create_padding_mask":
         return {"mask": api.create_padding_mask(args["lengths"], args["max_len"])}
-    raise ValueError(f"unknown parity call {call!r}; expected one of {', '.join(CALLS)}")
+    raise CaseError(f"unknown parity call {call!r}; expected one of {', '.join(CALLS)}")
 
 
 def python_call(call: str, args: Mapping[str, Any], x: np.ndarray | None) -> dict[str, np.ndarray]:

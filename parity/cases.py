@@ -25,9 +25,10 @@ import numpy as np
 
 from .calls import JULIA_TYPES
 
-__all__ = ["CaseSpec", "InputSpec", "all_cases", "make_input"]
+__all__ = ["LAYOUTS", "CaseSpec", "InputSpec", "all_cases", "lay_out", "make_input"]
 
-_LAYOUTS = ("C", "F", "strided")
+LAYOUTS = ("C", "F", "strided")
+"""The memory layouts of inputs (``InputSpec.layout``, ``lay_out``)."""
 
 
 @dataclass(frozen=True)
@@ -164,7 +165,7 @@ def make_input(spec: InputSpec, seed: int) -> np.ndarray:
     ValueError
         For an unknown element type or layout.
     """
-    if spec.dtype not in JULIA_TYPES or spec.layout not in _LAYOUTS:
+    if spec.dtype not in JULIA_TYPES or spec.layout not in LAYOUTS:
         raise ValueError(f"unknown input element type or layout: {spec}")
     rng = np.random.default_rng(seed)
     dtype = np.dtype(JULIA_TYPES[spec.dtype])
@@ -174,12 +175,39 @@ def make_input(spec: InputSpec, seed: int) -> np.ndarray:
         values = _integer_values(rng, spec.shape)
     else:
         values = _float_values(rng, spec.shape, dtype)
-    if spec.layout == "C":
-        return np.ascontiguousarray(values)
-    if spec.layout == "F":
-        return np.asfortranarray(values)
-    parent = np.ones(tuple(2 * n for n in spec.shape), dtype=dtype)
-    view = parent[(slice(None, None, 2),) * (len(spec.shape) - 1) + (slice(None, None, -2),)]
+    return lay_out(values, spec.layout)
+
+
+def lay_out(values: np.ndarray, layout: str) -> np.ndarray:
+    """A new array of ``values`` in ``layout`` (one of :data:`LAYOUTS`).
+
+    Parameters
+    ----------
+    values : numpy.ndarray
+        Any array; it is copied, never returned or viewed.
+    layout : str
+        ``"C"``, ``"F"``, or ``"strided"``: a view taking every other
+        element of a larger array along each axis, backwards along the
+        last one.
+
+    Returns
+    -------
+    numpy.ndarray
+        The same shape, dtype and elements.
+
+    Raises
+    ------
+    ValueError
+        For an unknown layout.
+    """
+    if layout == "C":
+        return np.array(values, order="C")
+    if layout == "F":
+        return np.array(values, order="F")
+    if layout != "strided":
+        raise ValueError(f"unknown layout {layout!r}; expected one of {', '.join(LAYOUTS)}")
+    parent = np.ones(tuple(2 * n for n in values.shape), dtype=values.dtype)
+    view = parent[(slice(None, None, 2),) * (values.ndim - 1) + (slice(None, None, -2),)]
     view[...] = values
     return view
 

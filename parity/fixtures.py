@@ -4,7 +4,9 @@ The format is described in ``parity/fixtures/README.md``: the manifest has
 a header (``julia_version``, ``cpu``, ``package``, ``package_version``,
 ``layout``) and ``cases``, each with ``id``, ``call``, ``args``, an optional
 ``x`` (key of the input in ``arrays.npz``) and either ``outputs`` (name to
-key) or ``error`` (``type`` and ``message`` of the Julia exception).
+key) or ``error`` (``type`` and ``message`` of the Julia exception); and
+``stricter_than_julia: true`` where this port raises on purpose although
+Julia answers.
 """
 
 from __future__ import annotations
@@ -41,6 +43,9 @@ class Case:
         Julia's outputs by name; empty if Julia raised.
     error : dict[str, str] or None
         ``type`` and ``message`` of Julia's exception, if it raised.
+    stricter_than_julia : bool
+        This port raises a ``ValueError`` on purpose where Julia answers
+        (``parity.cases.CaseSpec.stricter_than_julia``).
     """
 
     id: str
@@ -49,6 +54,7 @@ class Case:
     x: np.ndarray | None
     outputs: dict[str, np.ndarray]
     error: dict[str, str] | None
+    stricter_than_julia: bool = False
 
 
 def load(directory: Path = FIXTURES) -> tuple[dict[str, Any], list[Case]]:
@@ -76,6 +82,7 @@ def load(directory: Path = FIXTURES) -> tuple[dict[str, Any], list[Case]]:
                 x=arrays[entry["x"]] if "x" in entry else None,
                 outputs={name: arrays[key] for name, key in entry.get("outputs", {}).items()},
                 error=entry.get("error"),
+                stricter_than_julia=entry.get("stricter_than_julia", False),
             )
             for entry in manifest["cases"]
         ]
@@ -106,6 +113,8 @@ def save(directory: Path, header: Mapping[str, Any], cases: Iterable[Case]) -> i
     entries: list[dict[str, Any]] = []
     for case in cases:
         entry: dict[str, Any] = {"id": case.id, "call": case.call, "args": case.args}
+        if case.stricter_than_julia:
+            entry["stricter_than_julia"] = True
         if case.x is not None:
             entry["x"] = f"{case.id}.x"
             arrays[entry["x"]] = case.x

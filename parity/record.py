@@ -34,7 +34,8 @@ def run_matrix(specs: Iterable[CaseSpec] | None = None, run: Runner = julia_call
     Returns
     -------
     list[Case]
-        Each case with its input and outputs, or its error.
+        Each case with its input and outputs, or its error, and whether
+        this port is stricter than Julia there.
     """
     cases = []
     for spec in all_cases() if specs is None else specs:
@@ -43,7 +44,9 @@ def run_matrix(specs: Iterable[CaseSpec] | None = None, run: Runner = julia_call
             outputs, error = run(spec.call, spec.args, x), None
         except JuliaCallError as failure:
             outputs, error = {}, {"type": failure.type_name, "message": failure.message}
-        cases.append(Case(spec.id, spec.call, spec.args, x, outputs, error))
+        cases.append(
+            Case(spec.id, spec.call, spec.args, x, outputs, error, spec.stricter_than_julia)
+        )
     return cases
 
 

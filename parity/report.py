@@ -6,8 +6,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .calls import Runner, python_call
-from .compare import compare_outputs, describe_failures
+from .calls import CaseError, Runner, python_call, python_errors
+from .cases import LAYOUTS, lay_out
+from .compare import Comparison, compare_outputs, describe_failures
 from .fixtures import Case
 
 __all__ = ["Row", "format_markdown", "format_text", "replay", "replay_case"]
@@ -52,6 +53,11 @@ def _input_text(case: Case) -> str:
 def replay_case(case: Case, run: Runner = python_call) -> Row:
     """Run one recorded case and compare with what Julia did.
 
+    A call that takes an input runs on it in each of the layouts
+    :data:`parity.cases.LAYOUTS` (C, F, strided), rebuilt from the
+    recorded array: Julia's outputs do not depend on them, so each must
+    give the same bits, and leave its input as it was.
+
     Parameters
     ----------
     case : Case
@@ -62,30 +68,57 @@ def replay_case(case: Case, run: Runner = python_call) -> Row:
     Returns
     -------
     Row
-        Bit for bit when every output matches, or when Julia raised and
-        ``run`` raised ``ValueError`` or ``TypeError``.
+        Bit for bit when every output matches in every layout; where Julia
+        raised, when ``run`` raised this port's counterpart of Julia's
+        exception (:func:`parity.calls.python_errors`); where this port is
+        stricter than Julia, when ``run`` raised a ``ValueError``.  Not
+        when the case recorded neither outputs nor an error, nor when
+        ``run`` raised anything else (a :class:`parity.calls.CaseError`
+        among them).
     """
     shape = _input_text(case)
-    julia_error = None if case.error is None else case.error["type"]
-    try:
-        outputs = run(case.call, case.args, case.x)
-    except Exception as error:  # reported in the table, whatever it is
-        raised = f"raises {type(error).__name__}"
-        if julia_error is not None and isinstance(error, (ValueError, TypeError)):
-            return Row(case.id, case.call, shape, 0, 0, True, f"{raised}; Julia: {julia_error}")
-        return Row(
-            case.id,
-            case.call,
-            shape,
-            0,
-            sum(value.size for value in case.outputs.values()),
-            False,
-            f"{raised}: {error}; Julia: {julia_error or 'returns'}",
-        )
-    if julia_error is not None:
-        return Row(case.id, case.call, shape, 0, 0, False, f"returns; Julia: {julia_error}")
-    comparisons = compare_outputs(outputs, case.outputs)
+    julia = "returns" if case.error is None else case.error["type"]
+    expected: tuple[type[Exception], ...] = ()
+    if case.stricter_than_julia:
+        expected = (ValueError,)
+    elif case.error is not None:
+        expected = python_errors(case.error["type"])
+    elif not case.outputs:
+        return Row(case.id, case.call, shape, 0, 0, False, "Julia recorded no outputs")
+    layouts = {"": None} if case.x is None else {name: lay_out(case.x, name) for name in LAYOUTS}
+    comparisons: dict[str, Comparison | None] = {}
+    differ, raised = [], ""
+    for layout, x in layouts.items():
+        before = None if x is None else x.tobytes()
+        try:
+            outputs, failure = run(case.call, case.args, x), None
+        except Exception as error:  # reported in the table, whatever it is
+            outputs, failure = {}, error
+        if x is not None and x.tobytes() != before:
+            note = f"modified its input (in {layout} layout)"
+            return Row(case.id, case.call, shape, 0, 0, False, note)
+        if failure is not None:
+            raised = f"raises {type(failure).__name__}"
+            if isinstance(failure, expected) and not isinstance(failure, CaseError):
+                continue
+            differing = sum(value.size for value in case.outputs.values())
+            note = f"{raised}: {failure}; Julia: {julia}"
+            return Row(case.id, case.call, shape, 0, differing, False, note)
+        if expected:
+            where = f" (in {layout} layout)" if layout else ""
+            return Row(case.id, case.call, shape, 0, 0, False, f"returns{where}; Julia: {julia}")
+        found = compare_outputs(outputs, case.outputs)
+        if describe_failures(found):
+            differ.append(layout)
+        for name, result in found.items():
+            comparisons[name] = _worse(comparisons.get(name, result), result)
+    if expected:
+        stricter = " (stricter on purpose)" if case.stricter_than_julia else ""
+        return Row(case.id, case.call, shape, 0, 0, True, f"{raised}{stricter}; Julia: {julia}")
     present = [result for result in comparisons.values() if result is not None]
+    note = describe_failures(comparisons).replace("\n", "; ")
+    if note and case.x is not None:
+        note += f" (in {', '.join(differ)} layout{'s' * (len(differ) > 1)})"
     return Row(
         case.id,
         case.call,
@@ -93,8 +126,16 @@ def replay_case(case: Case, run: Runner = python_call) -> Row:
         max((result.max_ulp for result in present), default=0),
         sum(result.differing for result in present),
         len(present) == len(comparisons) and all(result.bitwise for result in present),
-        describe_failures(comparisons).replace("\n", "; "),
+        note,
     )
+
+
+def _worse(a: Comparison | None, b: Comparison | None) -> Comparison | None:
+    """Of one output's comparisons in two layouts, the one that differs
+    more (None: the output is missing in one)."""
+    if a is None or b is None:
+        return None
+    return max(a, b, key=lambda result: (not result.bitwise, result.differing, result.max_ulp))
 
 
 def replay(cases: Iterable[Case], run: Runner = python_call) -> list[Row]:

@@ -12,13 +12,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from parity import bridge
+from parity import bridge, fixtures
 from parity.__main__ import main
 from parity.bridge import JuliaCallError, julia_available, julia_environment
-from parity.calls import CALLS, JULIA_TYPES, python_axis, python_call, run_case
+from parity.calls import CALLS, JULIA_TYPES, CaseError, python_axis, python_call, run_case
 from parity.cases import CaseSpec, InputSpec, all_cases, make_input
 from parity.compare import compare, compare_outputs, describe_failures, ulp_distance
-from parity.fixtures import load, save
+from parity.fixtures import Case, load, save
 from parity.record import run_matrix
 from parity.report import format_markdown, format_text, replay
 
@@ -138,9 +138,9 @@ def test_calls_convert_julia_conventions() -> None:
     assert python_axis(1) == 0
     with pytest.raises(ValueError):
         python_axis(0)
-    with pytest.raises(ValueError):
+    with pytest.raises(CaseError, match="unknown parity call"):
         python_call("nonsense", {}, None)
-    with pytest.raises(ValueError):
+    with pytest.raises(CaseError, match="needs an input"):
         python_call("neg_half", {"dim": 1}, None)
 
 
@@ -309,3 +309,110 @@ def test_report_to_a_file_that_cannot_be_written_fails_in_one_line(
     assert main(["report", "--output", str(blocker / "report.md")]) == 1
     err = capsys.readouterr().err
     assert err.startswith("python -m parity report: ") and err.count("\n") == 1
+
+
+def _recorded(call: str = "RoPE.apply", **fields: Any) -> Case:
+    """A recorded case of ``RoPE(16, 10)`` on a small input, with this
+    package's outputs as Julia's unless ``fields`` say otherwise."""
+    args = {"head_size": 16, "seq_len": 10}
+    x = make_input(InputSpec((16, 4, 3)), seed=1)
+    outputs = python_call(call, args, x)
+    return Case(
+        **{
+            "id": "a",
+            "call": call,
+            "args": args,
+            "x": x,
+            "outputs": outputs,
+            "error": None,
+            **fields,
+        }
+    )
+
+
+def test_a_case_with_nothing_recorded_is_not_a_pass() -> None:
+    (row,) = replay([_recorded(outputs={})])
+    assert not row.bitwise and "no outputs" in row.note
+
+
+@pytest.mark.parametrize(
+    "julia, raised, passes",
+    [
+        ("AssertionError", ValueError, True),
+        ("DimensionMismatch", ValueError, True),
+        ("AssertionError", TypeError, False),
+        ("MethodError", TypeError, True),
+        ("MethodError", ValueError, False),
+        ("SomeNewError", TypeError, True),
+    ],
+)
+def test_julias_errors_need_their_counterparts(julia: str, raised: type, passes: bool) -> None:
+    """Where Julia raised, the port must raise its counterpart
+    (``python_errors``), not just any ValueError or TypeError."""
+
+    def raising(call: str, args: Mapping[str, Any], x: np.ndarray | None) -> dict[str, np.ndarray]:
+        raise raised("refused")
+
+    case = _recorded(outputs={}, error={"type": julia, "message": ""})
+    (row,) = replay([case], run=raising)
+    assert row.bitwise is passes, row.note
+
+
+def test_a_case_the_harness_cannot_run_is_not_julias_error() -> None:
+    """A case recorded without its input fails in the harness (``CaseError``),
+    which never stands for the error Julia raised."""
+    case = _recorded(x=None, outputs={}, error={"type": "AssertionError", "message": ""})
+    with pytest.raises(CaseError, match="needs an input"):
+        python_call(case.call, case.args, None)
+    (row,) = replay([case])
+    assert not row.bitwise and "CaseError" in row.note
+
+
+def test_stricter_cases_pass_by_raising_value_error_only(tmp_path: Path) -> None:
+    """A case where this port raises on purpose although Julia answers (a
+    negative size) passes when it raises a ValueError, whatever Julia
+    returned, and keeps its mark through a recording."""
+    spec = next(case for case in CASES if case.stricter_than_julia and case.call == "RoPE")
+    empty = {"cos_cached": np.zeros((0, 0), np.float32), "sin_cached": np.zeros((0, 0), np.float32)}
+    cases = run_matrix([spec], run=lambda call, args, x: empty)
+    save(tmp_path, {"package": "stand-in"}, cases)
+    (loaded,) = load(tmp_path)[1]
+    assert loaded.stricter_than_julia
+    (row,) = replay([loaded])
+    assert row.bitwise and "stricter" in row.note
+    (row,) = replay([loaded], run=lambda call, args, x: empty)
+    assert not row.bitwise
+
+
+def test_inputs_replay_in_every_layout() -> None:
+    """A runner right on contiguous inputs only, or one that writes into its
+    input, is caught: the recorded input is replayed in C, F and strided
+    layouts, each left as it was."""
+
+    def contiguous_only(
+        call: str, args: Mapping[str, Any], x: np.ndarray | None
+    ) -> dict[str, np.ndarray]:
+        outputs = python_call(call, args, x)
+        if x is not None and not (x.flags.c_contiguous or x.flags.f_contiguous):
+            outputs["y"] = outputs["y"] + 1
+        return outputs
+
+    def in_place(call: str, args: Mapping[str, Any], x: np.ndarray | None) -> dict[str, np.ndarray]:
+        outputs = python_call(call, args, x)
+        if x is not None and x.flags.f_contiguous:
+            x[0] = 0
+        return outputs
+
+    (row,) = replay([_recorded()], run=contiguous_only)
+    assert not row.bitwise and "(in strided layout)" in row.note
+    (row,) = replay([_recorded()], run=in_place)
+    assert not row.bitwise and "modified its input (in F layout)" in row.note
+    assert replay([_recorded()])[0].bitwise
+
+
+def test_an_empty_recording_fails_the_report(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(fixtures, "load", lambda: ({"package": "stand-in"}, []))
+    assert main(["report"]) == 1
+    assert capsys.readouterr().err == "python -m parity report: the recording has no cases\n"
