@@ -66,6 +66,7 @@ import ctypes
 import os
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -101,14 +102,32 @@ without sleeping (``_Team``), it started at 12 MiB: 4 MB then took
 caller's CPU (``_Steering``), 4 MB 5 ms apart took 0.95-1.0x."""
 
 
-def _configured(name: str, default: int, least: int) -> int:
+def _configured(name: str, default: int, least: int, most: int) -> int:
+    """The integer environment variable ``name``, within ``least`` and
+    ``most``: ``default`` where it is unset; where it is not an integer, or
+    beyond those bounds, ``default`` or the nearest bound, with a
+    ``RuntimeWarning`` that says so (a typo would otherwise pass unseen)."""
     configured = os.environ.get(name)
-    if configured is not None:
-        try:
-            return max(least, int(configured))
-        except ValueError:
-            pass
-    return default
+    if configured is None:
+        return default
+    try:
+        value = int(configured)
+    except ValueError:
+        warnings.warn(
+            f"{name}={configured!r} is not an integer; using {default}",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return default
+    if not least <= value <= most:
+        bound = least if value < least else most
+        warnings.warn(
+            f"{name}={value} is outside {least}..{most}; using {bound}",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return bound
+    return value
 
 
 def _usable_cpus() -> int:
@@ -118,9 +137,17 @@ def _usable_cpus() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-_threads = _configured("POSITIONAL_EMBEDDINGS_NUM_THREADS", _usable_cpus(), 1)
+_MOST_THREADS = 1024
+"""The most threads ``POSITIONAL_EMBEDDINGS_NUM_THREADS`` may ask for."""
 
-SPIN_SECONDS = _configured("POSITIONAL_EMBEDDINGS_SPIN_US", 100, 0) * 1e-6
+_MOST_SPIN_US = 1_000_000
+"""The longest spin ``POSITIONAL_EMBEDDINGS_SPIN_US`` may ask for (a second;
+a spin counted beyond int64, from about 1e17 us, stopped the team thread
+with an error, and the call then waited for it forever)."""
+
+_threads = _configured("POSITIONAL_EMBEDDINGS_NUM_THREADS", _usable_cpus(), 1, _MOST_THREADS)
+
+SPIN_SECONDS = _configured("POSITIONAL_EMBEDDINGS_SPIN_US", 100, 0, _MOST_SPIN_US) * 1e-6
 """How long a team thread that finished its range spins for the next one,
 if the call came within as long of the one before (back-to-back calls), or
 came long after it as the last such call did, and that one had the next

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import warnings
 
 import numba
 import numpy as np
@@ -263,3 +264,33 @@ def test_a_team_thread_is_steered_only_while_it_wakes_or_runs_late() -> None:
     done.wait()
     thread.join()
     assert seen == [set(cpus - {cpu}), set(cpus), {cpu}, set(cpus)]
+
+
+@pytest.mark.parametrize(
+    "value, expected, warning",
+    [
+        (None, 7, None),
+        ("3", 3, None),
+        ("abc", 7, "'abc' is not an integer; using 7"),
+        ("1e3", 7, "'1e3' is not an integer; using 7"),
+        ("-4", 0, "-4 is outside 0..50; using 0"),
+        (str(10**20), 50, f"{10**20} is outside 0..50; using 50"),
+    ],
+)
+def test_settings_from_the_environment_are_bounded_and_typos_warned(
+    monkeypatch, value, expected, warning
+):
+    """``POSITIONAL_EMBEDDINGS_NUM_THREADS`` and ``_SPIN_US`` as read at
+    import: a value that is no integer, or out of bounds, warns and gives
+    the default or the nearest bound (a spin of 1e20 us stopped a team
+    thread with an error, and the next split call waited for it forever)."""
+    name = "POSITIONAL_EMBEDDINGS_TEST_SETTING"
+    if value is None:
+        monkeypatch.delenv(name, raising=False)
+    else:
+        monkeypatch.setenv(name, value)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert _parallel._configured(name, 7, 0, 50) == expected
+    assert [str(w.message) for w in caught] == ([f"{name}={warning}"] if warning else [])
+    assert all(w.category is RuntimeWarning for w in caught)
