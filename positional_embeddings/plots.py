@@ -33,8 +33,10 @@ def plot_absolute(
     path: str | Path, embedding_size: int = 128, max_length: int = 100, base: float = 10_000
 ) -> Path:
     """Heatmap of ``AbsolutePE(embedding_size, max_length).embeddings``, like the Julia
-    docs' ``AbsolutePE-128-100.svg``; written to ``path`` (format from its suffix)."""
+    docs' ``AbsolutePE-128-100.svg``; written to ``path`` (``_target``), which
+    is returned."""
     plt = _pyplot()
+    target = _target(path, plt)
     table = AbsolutePE(embedding_size, max_length, base).embeddings
     figure, axes = plt.subplots(figsize=(8, 5))
     image = axes.imshow(table, aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1, origin="lower")
@@ -42,15 +44,17 @@ def plot_absolute(
     axes.set_ylabel("embedding dimension")
     axes.set_title(f"AbsolutePE({embedding_size}, {max_length}).embeddings")
     figure.colorbar(image, ax=axes)
-    return _save(figure, path)
+    return _save(figure, target)
 
 
 def plot_rope(
     path: str | Path, head_size: int = 64, seq_len: int = 256, base: float = 10_000
 ) -> Path:
     """RoPE's tables: the cosine of each frequency over positions (left), and the
-    rotation of one 2-D pair per frequency band over the first positions (right)."""
+    rotation of one 2-D pair per frequency band over the first positions (right);
+    written to ``path`` (``_target``), which is returned."""
     plt = _pyplot()
+    target = _target(path, plt)
     rope = RoPE(head_size, seq_len, base, T=np.float64)
     half = head_size // 2
     figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4.5))
@@ -69,11 +73,25 @@ def plot_rope(
     right.set_aspect("equal")
     right.set_title(f"(cos, sin) of positions 0..{positions - 1}")
     right.legend(fontsize="small")
-    return _save(figure, path)
+    return _save(figure, target)
 
 
-def _save(figure: Any, path: str | Path) -> Path:
+def _target(path: str | Path, plt: Any) -> Path:
+    """The file a figure saved to ``path`` is written to: ``path``, in the
+    format its suffix names; without a suffix, matplotlib's default format
+    (PNG), whose suffix matplotlib adds.  A directory, or no name at all,
+    raises ``IsADirectoryError`` (matplotlib would write ``<dir>.png``)."""
     target = Path(path)
+    if not target.name or target.is_dir():
+        raise IsADirectoryError(
+            f"{str(path)!r} is not a file name (a directory, or empty); give one such as figure.svg"
+        )
+    if not target.suffix:
+        target = target.with_name(f"{target.name}.{plt.rcParams['savefig.format']}")
+    return target
+
+
+def _save(figure: Any, target: Path) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     figure.tight_layout()
     figure.savefig(target)
