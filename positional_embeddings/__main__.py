@@ -22,6 +22,7 @@ import os
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -85,14 +86,33 @@ _CHECKOUT_TOOLS = {"bench": "benchmarks", "parity": "parity"}
 
 
 def _run_checkout_tool(package: str, argv: list[str]) -> int:
-    """Run ``python -m <package>`` of a source checkout (``benchmarks``, ``parity``)."""
+    """Run ``python -m <package>`` (``benchmarks``, ``parity``) of the source
+    checkout this package was imported from: never a package of that name
+    elsewhere on the path (another project's ``benchmarks`` in the current
+    directory, say).  Outside a checkout, or where the tool cannot be
+    imported, one line on stderr and exit 1."""
+    command = f"python -m positional_embeddings {package}"
+    checkout = Path(__file__).resolve().parent.parent
+    if not (checkout / package / "__main__.py").is_file():
+        print(
+            f"{command}: the {package} tool ships with the source checkout, not the "
+            "installed package; install the checkout (pip install -e .) or run this "
+            "from its root",
+            file=sys.stderr,
+        )
+        return 1
+    sys.path.insert(0, str(checkout))
     try:
         module = importlib.import_module(f"{package}.__main__")
-    except ImportError:
+    except ImportError as error:
+        print(f"{command}: {error}", file=sys.stderr)
+        return 1
+    finally:
+        sys.path.remove(str(checkout))
+    if Path(module.__file__ or "").resolve().parent.parent != checkout:
         print(
-            f"python -m positional_embeddings {package}: the {package} suite ships with "
-            "the source checkout, not the installed package; run this from the "
-            "repository root",
+            f"{command}: the {package!r} already imported is not the checkout's "
+            f"({module.__file__}); run it as python -m {package} from {checkout}",
             file=sys.stderr,
         )
         return 1

@@ -81,6 +81,28 @@ def test_plot_to_a_file_that_cannot_be_written_fails_in_one_line(tmp_path, capsy
     assert err.startswith("python -m positional_embeddings plot: ") and err.count("\n") == 1
 
 
+def test_plot_without_a_suffix_says_which_file_it_wrote(tmp_path, capsys):
+    """Matplotlib writes PNG and adds ``.png`` to a name without a suffix:
+    the command names that file, not the name it was given."""
+    pytest.importorskip("matplotlib")
+    assert main(["plot", "rope", "-o", str(tmp_path / "figure")]) == 0
+    assert capsys.readouterr().out == f"wrote {tmp_path / 'figure.png'}\n"
+    assert [path.name for path in tmp_path.iterdir()] == ["figure.png"]
+
+
+@pytest.mark.parametrize("name", ["", "."])
+def test_plot_to_a_directory_fails_in_one_line(tmp_path, monkeypatch, name, capsys):
+    """A directory (or no name) is no file to write: a failure, one line,
+    before any work (matplotlib wrote ``<directory>.png`` beside it)."""
+    pytest.importorskip("matplotlib")
+    monkeypatch.chdir(tmp_path)
+    for target in (name, str(tmp_path)):
+        assert main(["plot", "rope", "-o", target]) == 1
+        err = capsys.readouterr().err
+        assert "is not a file name" in err and err.count("\n") == 1
+    assert not any(tmp_path.iterdir()) and not any(tmp_path.parent.glob("*.png"))
+
+
 @pytest.mark.parametrize("kind,option", [("rope", "--seq-len"), ("absolute", "--max-length")])
 @pytest.mark.parametrize("size", ["99999999999", str(2**62)])
 def test_plot_of_a_size_no_memory_holds_fails_in_one_line(tmp_path, kind, option, size, capsys):
@@ -104,6 +126,27 @@ def test_bench_and_parity_hand_every_option_over(command, usage, capsys, monkeyp
         main([command, "--help"])
     assert caught.value.code == 0
     assert capsys.readouterr().out.startswith(f"usage: {usage}")
+
+
+@pytest.mark.parametrize("command,usage", [("bench", "benchmarks"), ("parity", "parity")])
+def test_bench_and_parity_run_the_checkouts_own_tools(tmp_path, command, usage):
+    """From another project's directory that has a ``benchmarks`` (or
+    ``parity``) package of its own, ``bench`` and ``parity`` still run this
+    checkout's tools, never the project's."""
+    own = tmp_path / usage
+    own.mkdir()
+    (own / "__init__.py").write_text("")
+    (own / "__main__.py").write_text("print('the other project ran')\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "positional_embeddings", command, "--help"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+    )
+    assert (result.returncode, result.stderr) == (0, "")
+    assert result.stdout.startswith(f"usage: python -m {usage}")
 
 
 def test_module_runs_as_a_command():
