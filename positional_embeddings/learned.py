@@ -89,6 +89,14 @@ class LearnedPE:
         pe.embeddings = embeddings
         return pe
 
+    def __getstate__(self) -> dict[str, Any]:
+        """For pickle (every protocol) and copy: the table.  The remembered
+        calls are made again by the copy as it is used."""
+        return {"embeddings": self._embeddings}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.embeddings = state["embeddings"]  # checked as an assigned table
+
     @property
     def embeddings(self) -> np.ndarray:
         """The table itself, (max_length, embedding_size) float32 or float64.

@@ -119,6 +119,13 @@ class RelativePE:
         dtype = as_float_dtype(dtype, "dtype")
         self.embeddings = drawn_table((2 * clip + 1, embedding_size), std, seed, dtype)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """For pickle (every protocol) and copy: the table."""
+        return {"embeddings": self._embeddings}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.embeddings = state["embeddings"]  # checked as an assigned table
+
     @property
     def embeddings(self) -> np.ndarray:
         """The table itself, (2k + 1, embedding_size)."""

@@ -129,8 +129,8 @@ def test_process_pools_after_the_parent_used_the_library(method):
 
 def test_used_encodings_pickle_and_copy():
     """Models are saved and sent to worker processes after use: every encoding
-    object pickles and copies once called (remembered compiled calls stay
-    behind), and the copy gives the same bits."""
+    object pickles (with every protocol) and copies once called (remembered
+    compiled calls stay behind), and the copy gives the same bits."""
     rope = RoPE(8, 40)
     decode = np.ones((8, 1, 3), np.float32)
     one_column = np.ones((8, 20, 1), np.float32)  # keeps C-order copies of the tables
@@ -149,8 +149,10 @@ def test_used_encodings_pickle_and_copy():
     ]
     for layer, call in calls:
         call(layer)
+    protocols = range(pickle.HIGHEST_PROTOCOL + 1)
     for layer, call in calls:
-        for twin in (pickle.loads(pickle.dumps(layer)), copy.deepcopy(layer), copy.copy(layer)):
+        pickled = [pickle.loads(pickle.dumps(layer, protocol)) for protocol in protocols]
+        for twin in (*pickled, copy.deepcopy(layer), copy.copy(layer)):
             assert_bitwise_equal(call(twin), call(layer))
             assert repr(twin) == repr(layer)
     for twin in (pickle.loads(pickle.dumps(rope)), copy.deepcopy(rope)):
