@@ -15,6 +15,7 @@ from ._checks import (
     held_table,
     holdable,
     native,
+    promote,
     resolve_positions,
 )
 from ._direct import DirectCalls
@@ -175,7 +176,10 @@ class LearnedPE:
 
         ``dx = dy`` (a copy) and ``dembeddings[offset + s] = sum of dy[s]
         over the batch``, zero for the other rows (seed 004: ``δx = δy``,
-        ``δpos = δy`` summed over the batch), in the table's dtype.
+        ``δpos = δy`` summed over the batch), in the table's dtype: summed
+        in Julia's promotion of ``dy``'s type and the table's, then rounded
+        once (a float64 ``dy`` of a float32 table is summed in float64, as
+        autograd does; rounding each term first lost cancelling terms).
 
         The sum has the same bits whatever ``dy``'s memory order: numpy's
         sum of ``dy`` as a C-contiguous (seq, features, batch...) array
@@ -201,7 +205,7 @@ class LearnedPE:
         with np.errstate(over="ignore", invalid="ignore"):  # IEEE sums (inf + -inf), silent
             grad[start : start + seq_len] = np.ascontiguousarray(
                 seq_first(dx, "dy", batch_first)
-            ).sum(axis=tuple(range(2, dx.ndim)), dtype=table.dtype)
+            ).sum(axis=tuple(range(2, dx.ndim)), dtype=promote(dx.dtype, table.dtype))
         return dx, grad
 
     def __repr__(self) -> str:

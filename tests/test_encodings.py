@@ -192,16 +192,30 @@ def test_learned_backward_same_bits_in_every_layout(dtype, table_dtype):
     the last bits differ)."""
     pe = LearnedPE(10, 4, dtype=table_dtype, seed=5)
     dy = (100 * np.random.default_rng(43).standard_normal((5, 4, 1000))).astype(dtype)
+    wide = table_dtype if np.dtype(dtype).kind == "i" else np.promote_types(dtype, table_dtype)
     expected = np.zeros((10, 4), table_dtype)
-    expected[2:7] = dy.sum(axis=2, dtype=table_dtype)
+    expected[2:7] = dy.sum(axis=2, dtype=wide)
     for _, view in [*layouts(dy), ("seq last", stored(dy, (1, 2, 0)))]:
         assert_bitwise_equal(pe.backward(view, offset=2)[1], expected)
         batch_first = view.transpose(2, 0, 1)
         assert_bitwise_equal(pe.backward(batch_first, offset=2, batch_first=True)[1], expected)
     four = dy.reshape(5, 4, 40, 25)
-    expected[2:7] = four.sum(axis=(2, 3), dtype=table_dtype)
+    expected[2:7] = four.sum(axis=(2, 3), dtype=wide)
     for _, view in layouts(four):
         assert_bitwise_equal(pe.backward(view, offset=2)[1], expected)
+
+
+def test_learned_backward_sums_a_wider_gradient_before_rounding():
+    """A float64 ``dy`` of a float32 table is summed in float64 and rounded
+    once, as autograd does: rounded term by term, 1e8 + 1 and -1e8 summed to
+    0; and a float32 ``dy`` of a float64 table is summed in float64."""
+    pe = LearnedPE.from_table(np.zeros((4, 1), np.float32))
+    dy = np.array([1e8 + 1, -1e8]).reshape(1, 1, 2)
+    _, grad = pe.backward(dy)
+    assert grad.dtype == np.float32 and grad[0, 0] == 1.0
+    wide = LearnedPE.from_table(np.zeros((4, 1), np.float64))
+    third = np.full((1, 1, 3), 1 / 3, np.float32)
+    assert wide.backward(third)[1][0, 0] == np.float64(third[0, 0, 0]) * 3
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.int32])
