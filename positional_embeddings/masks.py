@@ -111,5 +111,9 @@ def create_padding_mask(lengths: Any, max_len: int) -> np.ndarray:
     if lengths_array.size == 0:
         raise ValueError(f"lengths must be non-empty, got none ({_EMPTY_MASK})")
     holdable((1, max_len, lengths_array.size), np.bool_, "the mask")
-    positions = np.arange(max_len)[:, np.newaxis]
+    # The positions in their smallest type, as create_causal_mask's: in
+    # int64 they were 8 times the mask of one sequence.
+    kind = np.min_scalar_type(max_len - 1)
+    holdable((max_len,), kind, "the mask's positions")
+    positions = np.arange(max_len, dtype=kind)[:, np.newaxis]
     return (positions >= lengths_array[np.newaxis, :])[np.newaxis]

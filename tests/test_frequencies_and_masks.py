@@ -92,7 +92,17 @@ def test_upstream_padding_mask():
 
 @pytest.mark.parametrize(
     "lengths,max_len",
-    [([0, 5], 5), ([3, 3], 3), ([-1, 7, 2], 4), (np.array([1, 2], dtype=np.uint8), 3), ((4,), 1)],
+    [
+        ([0, 5], 5),
+        ([3, 3], 3),
+        ([-1, 7, 2], 4),
+        (np.array([1, 2], dtype=np.uint8), 3),
+        ((4,), 1),
+        # positions in their smallest type, against lengths of any type and size
+        ([-(2**63), 255, 256, 2**63 - 1], 257),
+        (np.array([0, 2**64 - 1, 300], dtype=np.uint64), 65537),
+        (np.array([-1, 127], dtype=np.int8), 256),
+    ],
 )
 def test_padding_mask_matches_reference(lengths, max_len):
     mask = create_padding_mask(lengths, max_len)
