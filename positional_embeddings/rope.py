@@ -181,7 +181,9 @@ class RoPE:
         cos_cached, sin_cached : array_like
             Same shape ``(head_size, max_seq_len)`` and the same float16/32/64
             dtype; row ``h`` is applied to channel ``h``.  They are copied (the
-            RoPE's tables are read-only).
+            RoPE's tables are read-only).  With an odd interleaved head the
+            last channel has no partner and passes through unchanged: its
+            rows must be cos 1 and sin 0, as ``RoPE`` makes them.
         interleaved : bool, default False
             Pair channels (2i, 2i+1) instead of (h, h + head_size/2).
 
@@ -190,7 +192,8 @@ class RoPE:
         TypeError, ValueError
             Tables of another rank, shape or dtype, or a head size that does
             not match them.  (Julia accepts a mismatched head size here and
-            fails at the first call; this fails at once.)
+            fails at the first call; this fails at once.)  An odd interleaved
+            head's last rows other than cos 1 and sin 0 (ValueError).
         """
         interleaved = as_flag(interleaved, "interleaved")
         head_size = _check_head_size(head_size, interleaved)
@@ -209,6 +212,14 @@ class RoPE:
                 "cos_cached and sin_cached must have the same shape and dtype, got "
                 f"{cos.shape} {cos.dtype} and {sin.shape} {sin.dtype}"
             )
+        if head_size % 2:  # interleaved: the last channel has no partner
+            for name, table, value in (("cos_cached", cos, 1), ("sin_cached", sin, 0)):
+                if not (table[-1] == value).all():
+                    raise ValueError(
+                        f"{name}[{head_size - 1}] must be {value:.1f} throughout: an odd "
+                        "interleaved head's last channel has no partner and passes "
+                        f"through unchanged, got {table[-1][table[-1] != value][0]}"
+                    )
         rope = cls.__new__(cls)
         rope._set_tables(head_size, cos, sin, interleaved, shared=None)
         return rope

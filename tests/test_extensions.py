@@ -275,6 +275,21 @@ def test_odd_interleaved_head_passes_the_last_channel_through(dtype):
     assert rope.cos_cached[6].tolist() == [1.0] * 5 and rope.sin_cached[6].tolist() == [0.0] * 5
 
 
+def test_odd_interleaved_tables_must_pass_the_last_channel_through():
+    """``from_tables`` with an odd interleaved head: the last channel has no
+    partner and passes through, so tables whose last rows say otherwise
+    (cos 2, say, which was never applied) are refused, naming the rows."""
+    rope = RoPE(5, 4, interleaved=True)
+    again = RoPE.from_tables(5, rope.cos_cached, rope.sin_cached, interleaved=True)
+    x = sample((5, 4, 2), np.float32, seed=27)
+    assert_bitwise_equal(again(x), rope(x))
+    for name, row in (("cos_cached", 0), ("sin_cached", 1)):
+        tables = [rope.cos_cached.copy(), rope.sin_cached.copy()]
+        tables[row][4, 2] = 2.0
+        with pytest.raises(ValueError, match=rf"{name}\[4\] must be {1 - row}\.0 throughout"):
+            RoPE.from_tables(5, *tables, interleaved=True)
+
+
 def test_odd_head_still_needs_interleaved():
     with pytest.raises(ValueError, match="multiple of 2, got 7"):
         RoPE(7, 5)
