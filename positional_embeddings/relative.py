@@ -203,7 +203,8 @@ def t5_relative_position_bucket(
     Returns
     -------
     numpy.ndarray
-        int64 buckets in ``[0, num_buckets)``, the shape of ``relative_position``.
+        int64 buckets in ``[0, num_buckets)``, the shape of ``relative_position``,
+        in its memory order.
 
     Notes
     -----
@@ -221,13 +222,17 @@ def t5_relative_position_bucket(
     max_distance = as_size(max_distance, "max_distance")
     exact = (num_buckets // 2 if bidirectional else num_buckets) // 2
     if exact < 1 or max_distance <= exact:
+        fewest, share = (4, "num_buckets // 4") if bidirectional else (2, "num_buckets // 2")
         raise ValueError(
-            "need at least 2 exact buckets per direction and max_distance above them, got "
-            f"num_buckets={num_buckets}, max_distance={max_distance}"
+            f"need at least 2 buckets per direction (num_buckets >= {fewest} with "
+            f"bidirectional={bidirectional}) and max_distance above the exact ones "
+            f"({share}), got num_buckets={num_buckets}, max_distance={max_distance}"
         )
     relative = plain_array(relative_position, "relative_position")
     if relative.dtype.kind not in "iu":
-        raise TypeError(f"relative_position must be integers, got dtype {relative.dtype}")
+        if relative.size:
+            raise TypeError(f"relative_position must be integers, got dtype {relative.dtype}")
+        relative = relative.astype(np.int64)  # [] (float64 to numpy): no positions
     flat = relative.reshape(-1)
     if relative.dtype.itemsize == 8:
         # Distances beyond int64 (uint64), and int64's most negative value
@@ -237,4 +242,8 @@ def t5_relative_position_bucket(
     flat = flat.astype(np.int64)
     buckets = np.empty_like(flat)
     t5_bucket(flat, bidirectional, num_buckets, max_distance, buckets)
-    return buckets.reshape(relative.shape)
+    if relative.flags.c_contiguous:
+        return buckets.reshape(relative.shape)
+    laid_out = np.empty_like(relative, np.int64)  # in relative_position's memory order
+    laid_out[...] = buckets.reshape(relative.shape)
+    return laid_out

@@ -395,11 +395,36 @@ def test_t5_buckets_match_reference(bidirectional, num_buckets, max_distance):
     assert t5_relative_position_bucket(grid).shape == (4, 5)
 
 
+def test_t5_buckets_keep_the_memory_order_and_take_no_positions():
+    """Buckets of a (query, key) grid in F order, or of a strided view, come
+    in that memory order (they came in C order); an empty list, which numpy
+    reads as float64, gives no buckets, as an empty integer array does."""
+    grid = np.arange(6)[None, :] - np.arange(5)[:, None]
+    expected = t5_relative_position_bucket(grid)
+    for view in (np.asfortranarray(grid), np.asfortranarray(grid)[:, ::-2], grid[::2]):
+        buckets = t5_relative_position_bucket(view)
+        assert buckets.strides == np.empty_like(view).strides
+        np.testing.assert_array_equal(buckets, t5_relative_position_bucket(view.copy()))
+    assert t5_relative_position_bucket(np.asfortranarray(grid)).flags.f_contiguous
+    np.testing.assert_array_equal(t5_relative_position_bucket(grid.T), expected.T)
+    for empty in ([], np.zeros((0, 3), np.int32)):
+        buckets = t5_relative_position_bucket(empty)
+        assert buckets.shape == np.shape(empty) and buckets.dtype == np.int64
+
+
 def test_t5_errors():
     with pytest.raises(TypeError, match="integers"):
         t5_relative_position_bucket(np.array([1.5]))
     with pytest.raises(ValueError, match="max_distance"):
         t5_relative_position_bucket(np.array([1]), num_buckets=32, max_distance=4)
+    for num_buckets, bidirectional in ((3, True), (1, False)):
+        fewest = 4 if bidirectional else 2
+        with pytest.raises(
+            ValueError, match=rf"at least 2 buckets per direction \(num_buckets >= {fewest}"
+        ):
+            t5_relative_position_bucket([1], bidirectional, num_buckets)
+    t5_relative_position_bucket([1], True, 4, 2)  # the fewest: one exact bucket per direction
+    t5_relative_position_bucket([1], False, 2, 2)
     with pytest.raises(ValueError, match=r"max_distance must be at most 2\*\*63 - 1"):
         t5_relative_position_bucket(np.array([1]), max_distance=2**64)
 
