@@ -201,7 +201,7 @@ def promote(x_dtype: np.dtype, table_dtype: np.dtype) -> np.dtype:
     return np.promote_types(x_dtype, table_dtype)
 
 
-def output_for(x: np.ndarray, dtype: np.dtype, out: Any) -> np.ndarray:
+def output_for(x: np.ndarray, dtype: np.dtype, out: Any, name: str = "x") -> np.ndarray:
     """The array a forward pass writes: ``out`` once checked, else a new one.
 
     A new output is shaped like ``x`` in ``x``'s memory order (C- and
@@ -213,6 +213,7 @@ def output_for(x: np.ndarray, dtype: np.dtype, out: Any) -> np.ndarray:
     Its own elements must not overlap each other (a broadcast view): they
     cannot hold the result, and in place each would be rotated or added to
     as many times as it is seen.  Masked arrays are refused, as for ``x``.
+    Errors call ``x`` ``name`` (``dy`` in a backward pass).
     """
     if out is None:
         holdable(x.shape, dtype, "the output")  # a broadcast x may be of any size
@@ -221,10 +222,10 @@ def output_for(x: np.ndarray, dtype: np.dtype, out: Any) -> np.ndarray:
         kind = "a masked array (its mask would be ignored)" if isinstance(out, np.ndarray) else ""
         raise TypeError(f"out must be a numpy array, got {kind or type(out).__name__}")
     if out.shape != x.shape:
-        raise ValueError(f"out must have shape {x.shape} like x, got {out.shape}")
+        raise ValueError(f"out must have shape {x.shape} like {name}, got {out.shape}")
     if out.dtype != dtype:
         raise TypeError(
-            f"out must have dtype {dtype} (Julia's promotion of x's {x.dtype} "
+            f"out must have dtype {dtype} (Julia's promotion of {name}'s {x.dtype} "
             f"with the table type), got {out.dtype}"
         )
     if not out.flags.writeable:
@@ -241,7 +242,8 @@ def output_for(x: np.ndarray, dtype: np.dtype, out: Any) -> np.ndarray:
         and _share_elements(x, out)
     ):
         raise ValueError(
-            "out overlaps x without being x itself; pass out=x for in place, or a separate array"
+            f"out overlaps {name} without being {name} itself; pass out={name} for in place, "
+            "or a separate array"
         )
     return out
 
@@ -329,11 +331,11 @@ def resolve_positions(
     return ids.astype(np.intp, copy=False)
 
 
-def check_finite_angles(angles: np.ndarray, function: str) -> None:
-    """Raise where Julia's ``sin``/``cos`` would throw ``DomainError`` (an infinite angle)."""
+def check_finite_angles(angles: np.ndarray, function: str, product: str) -> None:
+    """Raise where Julia's ``sin``/``cos`` would throw ``DomainError`` (an
+    infinite angle); ``product`` says what the angles are."""
     if np.isinf(angles).any():
         raise ValueError(
-            f"{function}(x) is only defined for finite x: the angles "
-            "(positions × frequencies × scale) overflow to Inf; Julia raises "
-            "DomainError here"
+            f"{function}(x) is only defined for finite x: the angles ({product}) "
+            "overflow to Inf; Julia raises DomainError here"
         )

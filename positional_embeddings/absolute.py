@@ -105,7 +105,7 @@ class AbsolutePE:
         holdable((embedding_size, max_length), _TABLE_DTYPE, "AbsolutePE's table")
         theta = frequency_bands(embedding_size, base)
         with np.errstate(over="ignore", invalid="ignore"):
-            check_finite_angles(theta * max(max_length - 1, 0), "sin")
+            check_finite_angles(theta * max(max_length - 1, 0), "sin", "positions × frequencies")
         embeddings = np.empty((embedding_size, max_length), dtype=_TABLE_DTYPE)
         absolute_table(theta, embeddings)
         self.__setstate__(

@@ -160,7 +160,7 @@ class RoPE:
         theta = frequency_bands(head_size, base)
         with np.errstate(over="ignore", invalid="ignore"):
             longest = ((theta * max(seq_len - 1, 0)) * scale).astype(dtype)
-        check_finite_angles(longest, "cos")
+        check_finite_angles(longest, "cos", "positions × frequencies × scale")
         cos = np.empty((head_size, seq_len), dtype=dtype, order="F")
         sin = np.empty_like(cos)
         storage = np.uint16 if dtype == np.float16 else dtype
@@ -395,14 +395,15 @@ class RoPE:
         unless it read ids per position and batch column of more than one
         batch axis.  A ``gradient`` (``dy`` in errors) of integers is
         rotated in its promoted float type."""
-        x = as_array(x, "dy" if gradient else "x", 3)
+        name = "dy" if gradient else "x"
+        x = as_array(x, name, 3)
         head_size, seq_len = x.shape[0], x.shape[1]
         if head_size != self.head_size:
             raise ValueError(
                 f"Head dimension must match, expected {self.head_size}, got {head_size}"
             )
         new = out is None
-        out = output_for(x, promote(x.dtype, self.cos_cached.dtype), out)
+        out = output_for(x, promote(x.dtype, self.cos_cached.dtype), out, name)
         # After the output, which fails at once where no memory could hold
         # it, before ids as many as its positions are read.
         where = resolve_positions(seq_len, x.shape[1:], self.cos_cached.shape[1], offset, positions)

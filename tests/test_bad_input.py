@@ -308,3 +308,21 @@ def test_broadcast_and_read_only_inputs_work(layer):
     assert_bitwise_equal(function(read_only), expected)
     negative = np.ascontiguousarray(zero_stride)[::-1, ::-1, ::-1]
     assert_bitwise_equal(function(negative), function(np.ascontiguousarray(negative)))
+
+
+def test_errors_name_the_arguments_of_the_call():
+    """The backward pass's errors about ``out`` name its ``dy``, not an
+    ``x`` it does not take; AbsolutePE's infinite angles name no ``scale``,
+    which it does not take."""
+    dy = np.zeros((8, 3, 2), np.float32)
+    for out, error, match in [
+        (np.zeros((8, 3, 2), np.float64), TypeError, r"Julia's promotion of dy's float32 "),
+        (np.zeros((8, 3, 1), np.float32), ValueError, r"out must have shape \(8, 3, 2\) like dy,"),
+        (dy[:, ::-1], ValueError, r"out overlaps dy without being dy itself; pass out=dy "),
+    ]:
+        with pytest.raises(error, match=match):
+            ROPE.backward(dy, out=out)
+    with pytest.raises(ValueError, match=r"the angles \(positions × frequencies\) overflow"):
+        AbsolutePE(4, 3, base=0)
+    with pytest.raises(ValueError, match=r"the angles \(positions × frequencies × scale\)"):
+        RoPE(4, 3, base=0)
