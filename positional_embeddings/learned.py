@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import reprlib
 from typing import Any
 
 import numpy as np
@@ -216,7 +217,15 @@ def drawn_table(shape: tuple[int, int], std: float, seed: Any, dtype: np.dtype) 
     """A trainable table's initial values: N(0, std²) draws from ``seed``,
     in ``dtype``, where a draw beyond its range is infinite, silently."""
     holdable(shape, np.float64, "the table")
-    drawn = np.random.default_rng(seed).normal(0.0, std, size=shape)
+    try:
+        rng = np.random.default_rng(seed)
+    except (TypeError, ValueError) as error:  # numpy's own words name no argument
+        raise type(error)(
+            "seed must be None, a non-negative integer (or a sequence of them), or a "
+            f"numpy Generator, BitGenerator or SeedSequence, got {reprlib.repr(seed)} "
+            f"({error})"
+        ) from None
+    drawn = rng.normal(0.0, std, size=shape)
     with np.errstate(over="ignore"):
         return drawn.astype(dtype)
 

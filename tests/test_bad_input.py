@@ -326,3 +326,13 @@ def test_errors_name_the_arguments_of_the_call():
         AbsolutePE(4, 3, base=0)
     with pytest.raises(ValueError, match=r"the angles \(positions × frequencies × scale\)"):
         RoPE(4, 3, base=0)
+
+
+@pytest.mark.parametrize("make", [partial(LearnedPE, 4, 2), partial(RelativePE, 2, 4)])
+@pytest.mark.parametrize(
+    "seed, error", [(-1, ValueError), (1.5, TypeError), ("abc", TypeError), ([1, -2], ValueError)]
+)
+def test_a_bad_seed_is_named(make, seed, error):
+    """numpy's errors for a seed it cannot take name no argument."""
+    with pytest.raises(error, match=r"^seed must be None, a non-negative integer .*, got "):
+        make(seed=seed)
