@@ -381,6 +381,20 @@ def _runtime(enabled: bool) -> dict[str, bool]:
     return {"_nrt": enabled} if hasattr(CPUTargetOptions, "_nrt") else {}
 
 
+def _require_the_compiler() -> None:
+    """Refuse ``NUMBA_DISABLE_JIT=1`` at import, in one line: the loops call
+    intrinsics that have no pure-Python form, so every constructor failed
+    deep inside Numba (``NotImplementedError``)."""
+    from numba.core import config
+
+    if config.DISABLE_JIT:
+        raise ImportError(
+            "positional_embeddings needs Numba's compiler, which NUMBA_DISABLE_JIT=1 "
+            "turns off (its loops have no pure-Python form); unset NUMBA_DISABLE_JIT"
+        )
+
+
+_require_the_compiler()
 _harden_cache_files()
 _load_without_set_up()
 

@@ -738,3 +738,15 @@ def test_no_copy_reshape_of_numpy_before_2_1_views_as_numpy_does(layout, order):
                 for n, p, q in zip(view.shape, view.strides, reshaped.strides, strict=True)
             )
             np.testing.assert_array_equal(view, reshaped)
+
+
+def test_numba_without_its_compiler_is_refused_at_import():
+    """``NUMBA_DISABLE_JIT=1`` leaves the loops' intrinsics with no
+    pure-Python form: the import says so, where every constructor failed
+    deep inside Numba."""
+    result = run_python("import positional_embeddings", env={"NUMBA_DISABLE_JIT": "1"})
+    assert result.returncode == 1
+    assert result.stderr.splitlines()[-1] == (
+        "ImportError: positional_embeddings needs Numba's compiler, which NUMBA_DISABLE_JIT=1 "
+        "turns off (its loops have no pure-Python form); unset NUMBA_DISABLE_JIT"
+    )
