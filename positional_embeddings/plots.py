@@ -17,12 +17,18 @@ __all__ = ["plot_absolute", "plot_rope"]
 
 
 def _pyplot() -> Any:
+    """matplotlib's pyplot, drawing with Agg (to files); ``ImportError``
+    where matplotlib is missing, or cannot start in this environment (a
+    ``MPLBACKEND`` it does not know raises ``ValueError`` at its import,
+    which the command line took for a usage error)."""
     try:
         import matplotlib
     except ImportError:
         raise ImportError(
             "plotting needs matplotlib: pip install 'positional_embeddings[plot]'"
         ) from None
+    except ValueError as error:
+        raise ImportError(f"matplotlib cannot start here: {error}") from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

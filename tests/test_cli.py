@@ -177,3 +177,20 @@ def test_output_cut_short_ends_without_a_traceback():
     process.stdout.close()
     assert process.wait(timeout=120) == 1
     assert process.stderr.read() == b""
+
+
+def test_plot_where_matplotlib_cannot_start_fails_in_one_line(tmp_path):
+    """A ``MPLBACKEND`` matplotlib does not know fails its import: exit 1, one
+    line saying so (not a usage error: the command line was right)."""
+    pytest.importorskip("matplotlib")
+    result = subprocess.run(
+        [sys.executable, "-m", "positional_embeddings", "plot", "rope", "-o", "figure.svg"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "MPLBACKEND": "no-such-backend"},
+        timeout=120,
+    )
+    assert result.returncode == 1 and result.stderr.count("\n") == 1
+    assert result.stderr.startswith("python -m positional_embeddings plot: matplotlib cannot start")
+    assert not any(tmp_path.iterdir())
