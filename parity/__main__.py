@@ -58,7 +58,7 @@ def _report(args: argparse.Namespace) -> int:
         return 1
     rows = replay(cases)
     text = (format_markdown if args.markdown else format_text)(rows, header)
-    if args.output:
+    if args.output is not None:
         try:
             Path(args.output).parent.mkdir(parents=True, exist_ok=True)
             Path(args.output).write_text(text)

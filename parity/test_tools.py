@@ -301,14 +301,24 @@ def test_commands_needing_julia_exit_1_without_it(
     assert "no Julia found" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("target", ["in a file", ""])
 def test_report_to_a_file_that_cannot_be_written_fails_in_one_line(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    target: str,
 ) -> None:
+    """A path under a file, or an empty one (which printed to stdout)."""
+    header, cases = load()
+    monkeypatch.setattr(fixtures, "load", lambda: (header, cases[:2]))
+    monkeypatch.chdir(tmp_path)
     blocker = tmp_path / "a file"
     blocker.write_text("")
-    assert main(["report", "--output", str(blocker / "report.md")]) == 1
-    err = capsys.readouterr().err
-    assert err.startswith("python -m parity report: ") and err.count("\n") == 1
+    output = str(blocker / "report.md") if target else ""
+    assert main(["report", "--output", output]) == 1
+    captured = capsys.readouterr()
+    assert captured.err.startswith("python -m parity report: ") and captured.err.count("\n") == 1
+    assert captured.out == ""
 
 
 def _recorded(call: str = "RoPE.apply", **fields: Any) -> Case:
