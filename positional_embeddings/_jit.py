@@ -387,7 +387,7 @@ def _require_the_compiler() -> None:
     deep inside Numba (``NotImplementedError``)."""
     from numba.core import config
 
-    if config.DISABLE_JIT:
+    if getattr(config, "DISABLE_JIT", False):  # set from the environment at import
         raise ImportError(
             "positional_embeddings needs Numba's compiler, which NUMBA_DISABLE_JIT=1 "
             "turns off (its loops have no pure-Python form); unset NUMBA_DISABLE_JIT"
