@@ -18,6 +18,7 @@ from ._views import same_elements
 
 __all__ = [
     "INT_MAX",
+    "MAX_QUERY_OFFSET",
     "as_array",
     "as_flag",
     "as_float_dtype",
@@ -39,6 +40,11 @@ _FLOAT_DTYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64
 INT_MAX = 2**63 - 1
 """Julia's ``typemax(Int)`` on 64-bit machines: the largest size, length or
 offset an argument can be (Julia's ``Int`` arguments cannot hold more)."""
+
+MAX_QUERY_OFFSET = 2**62
+"""The largest position of a first query (ALiBi's and the relative
+positions' ``offset``): with as many queries and keys as memory can index,
+positions and distances stay within int64."""
 
 
 def holdable(shape: tuple[int, ...], dtype: Any, what: str) -> None:

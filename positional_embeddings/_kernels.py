@@ -2047,11 +2047,13 @@ def absolute_table(theta: np.ndarray, embeddings: np.ndarray) -> None:
 
 
 @numba.njit(**JIT_LOOP)
-def relative_index(clip: int, out: np.ndarray) -> None:
-    """``out[i, j] = clip(j - i, -clip, clip) + clip`` over a (length_q, length_k) array."""
+def relative_index(clip: int, offset: int, out: np.ndarray) -> None:
+    """``out[i, j] = clip(j - (offset + i), -clip, clip) + clip`` over a
+    (length_q, length_k) array."""
     for i in range(out.shape[0]):
+        position = offset + i
         for j in range(out.shape[1]):
-            out[i, j] = min(max(j - i, -clip), clip) + clip
+            out[i, j] = min(max(j - position, -clip), clip) + clip
 
 
 @numba.njit(**JIT_LOOP)
@@ -2105,14 +2107,16 @@ and from it on exceeds ``buckets - 1`` (at most ``2 * exact + 1``)."""
 
 
 @numba.njit(**JIT_LOOP)
-def alibi_bias(slopes: np.ndarray, causal: bool, out: np.ndarray) -> None:
-    """``out[k, q, h] = -(slopes[h] * |q - k|)`` in ``out``'s type (slopes
-    already of that type); with ``causal``, ``-inf`` for keys after the query."""
+def alibi_bias(slopes: np.ndarray, causal: bool, offset: int, out: np.ndarray) -> None:
+    """``out[k, q, h] = -(slopes[h] * |offset + q - k|)`` in ``out``'s type
+    (slopes already of that type); with ``causal``, ``-inf`` for keys after
+    the query (at position ``offset + q``)."""
     for k in range(out.shape[0]):
         for q in range(out.shape[1]):
-            distance = _cvt(abs(q - k), out.dtype)
+            position = offset + q
+            distance = _cvt(abs(position - k), out.dtype)
             for h in range(out.shape[2]):
-                if causal and k > q:
+                if causal and k > position:
                     out[k, q, h] = -np.inf
                 else:
                     out[k, q, h] = -(slopes[h] * distance)

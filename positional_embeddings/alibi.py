@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from ._checks import as_flag, as_float_dtype, as_size, holdable
+from ._checks import MAX_QUERY_OFFSET, as_flag, as_float_dtype, as_size, holdable
 from ._kernels import alibi_bias as _alibi_bias_kernel
 
 __all__ = ["alibi_bias", "alibi_slopes"]
@@ -63,6 +63,7 @@ def alibi_bias(
     length_k: int | None = None,
     *,
     causal: bool = False,
+    offset: int = 0,
     dtype: Any = np.float32,
 ) -> np.ndarray:
     """ALiBi's attention bias ``-slope_h * |q - k|`` in Julia's (key, query, head) layout.
@@ -77,6 +78,14 @@ def alibi_bias(
         Number of keys (>= 0); defaults to ``length_q``.
     causal : bool, default False
         Keys after the query get ``-inf`` (masked) instead of a penalty.
+    offset : int, default 0
+        Beyond Julia, for cached decoding: the position of the first query
+        (``0 <= offset <= 2**62``; keys are at positions ``0 .. length_k -
+        1``).  A step's query after ``L`` cached keys:
+        ``alibi_bias(n_heads, 1, L + 1, offset=L, causal=True)``, the last
+        column of the whole sequence's bias.  By default query ``q`` is at
+        position ``q`` (PyTorch's ``scaled_dot_product_attention`` aligns
+        a causal mask so too).
     dtype : np.float32 or np.float64, default np.float32
         The slopes are rounded to it first and multiplied in it (as a float32
         torch implementation does).
@@ -101,8 +110,9 @@ def alibi_bias(
     length_q = as_size(length_q, "length_q")
     length_k = length_q if length_k is None else as_size(length_k, "length_k")
     causal = as_flag(causal, "causal")
+    offset = as_size(offset, "offset", maximum=MAX_QUERY_OFFSET)
     dtype = as_float_dtype(dtype, "dtype", float16=False)
     holdable((length_k, length_q, n_heads), dtype, "the bias")
     bias = np.empty((length_k, length_q, n_heads), dtype=dtype)
-    _alibi_bias_kernel(alibi_slopes(n_heads).astype(dtype), causal, bias)
+    _alibi_bias_kernel(alibi_slopes(n_heads).astype(dtype), causal, offset, bias)
     return bias

@@ -12,6 +12,7 @@ import numpy as np
 
 from ._checks import (
     INT_MAX,
+    MAX_QUERY_OFFSET,
     as_flag,
     as_float_dtype,
     as_real,
@@ -29,8 +30,10 @@ _MAX_CLIP = INT_MAX // 2
 """The largest clipping distance k: indices reach 2k, which must fit in int64."""
 
 
-def relative_position_index(length_q: int, length_k: int, max_relative_position: int) -> np.ndarray:
-    """Indices of clipped relative distances: ``clip(j - i, -k, k) + k``.
+def relative_position_index(
+    length_q: int, length_k: int, max_relative_position: int, *, offset: int = 0
+) -> np.ndarray:
+    """Indices of clipped relative distances: ``clip(j - (offset + i), -k, k) + k``.
 
     Parameters
     ----------
@@ -38,6 +41,10 @@ def relative_position_index(length_q: int, length_k: int, max_relative_position:
         Number of queries and keys (>= 0).
     max_relative_position : int
         The clipping distance k (>= 0, at most ``(2**63 - 1) // 2``).
+    offset : int, default 0
+        The position of the first query (``0 <= offset <= 2**62``; keys
+        are at positions ``0 .. length_k - 1``): for cached decoding, a
+        step's query after ``L`` cached keys is at ``offset=L``.
 
     Returns
     -------
@@ -55,9 +62,10 @@ def relative_position_index(length_q: int, length_k: int, max_relative_position:
     length_q = as_size(length_q, "length_q")
     length_k = as_size(length_k, "length_k")
     clip = as_size(max_relative_position, "max_relative_position", maximum=_MAX_CLIP)
+    offset = as_size(offset, "offset", maximum=MAX_QUERY_OFFSET)
     holdable((length_q, length_k), np.int64, "the index")
     index = np.empty((length_q, length_k), dtype=np.int64)
-    relative_index(clip, index)
+    relative_index(clip, offset, index)
     return index
 
 
@@ -145,16 +153,18 @@ class RelativePE:
         """Columns of the table."""
         return int(self._embeddings.shape[1])
 
-    def __call__(self, length_q: int, length_k: int) -> np.ndarray:
+    def __call__(self, length_q: int, length_k: int, *, offset: int = 0) -> np.ndarray:
         """The embedding of each (query, key) distance: (length_q, length_k, embedding_size).
 
-        The table is checked again as it is now (reshaped or retyped in
-        place since it was assigned, it could otherwise be read out of
-        bounds)."""
+        ``offset`` is the position of the first query, as for
+        :func:`relative_position_index`.  The table is checked again as it
+        is now (reshaped or retyped in place since it was assigned, it could
+        otherwise be read out of bounds)."""
         table = _distance_table(self._embeddings)
         length_q, length_k = as_size(length_q, "length_q"), as_size(length_k, "length_k")
+        offset = as_size(offset, "offset", maximum=MAX_QUERY_OFFSET)
         holdable((length_q, length_k, table.shape[1]), table.dtype, "the embeddings")
-        index = relative_position_index(length_q, length_k, table.shape[0] // 2)
+        index = relative_position_index(length_q, length_k, table.shape[0] // 2, offset=offset)
         gathered = np.empty((*index.shape, table.shape[1]), dtype=table.dtype)
         storage = np.uint16 if table.dtype == np.float16 else table.dtype
         gather_rows(table.view(storage), index, gathered.view(storage))

@@ -496,6 +496,31 @@ def test_alibi_bias_matches_loop(causal, dtype):
         assert bias[k, q, h] == expected
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_decoding_steps_take_the_last_queries_of_the_whole_bias(causal):
+    """Cached decoding: queries from ``offset`` on give the last columns of
+    the whole sequence's bias (ALiBi) or index rows (relative positions),
+    where queries counted from 0 masked every key but the first; offsets
+    beyond 2**62 are refused (distances would leave int64)."""
+    heads, length = 3, 9
+    whole = alibi_bias(heads, length, causal=causal)
+    for steps in (1, 3):
+        step = alibi_bias(heads, steps, length, offset=length - steps, causal=causal)
+        assert_bitwise_equal(step, whole[:, -steps:])
+        index = relative_position_index(steps, length, 2, offset=length - steps)
+        assert_bitwise_equal(index, relative_position_index(length, length, 2)[-steps:])
+    rel = RelativePE(2, 4, seed=0)
+    assert_bitwise_equal(rel(1, length, offset=length - 1), rel(length, length)[-1:])
+    far = alibi_bias(1, 1, 2, offset=2**62)
+    assert far[:, 0, 0].tolist() == [-(alibi_slopes(1)[0] * 2.0**62)] * 2
+    assert relative_position_index(1, 2, 1, offset=2**62).tolist() == [[0, 0]]
+    for make in (partial(alibi_bias, 1, 1), partial(relative_position_index, 1, 1, 1)):
+        with pytest.raises(ValueError, match=r"offset must be at most 4611686018427387904"):
+            make(offset=2**62 + 1)
+        with pytest.raises(ValueError, match="offset must be >= 0"):
+            make(offset=-1)
+
+
 def test_alibi_bias_broadcasts_over_julia_heads_batch_axis():
     bias = alibi_bias(2, 3)
     tiled = np.tile(bias, (1, 1, 4))  # heads vary fastest in (heads*batch)
