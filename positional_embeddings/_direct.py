@@ -277,10 +277,10 @@ class DirectCalls:
         remember for ``x`` into ``out`` (``remember``'s arguments) as
         ``find`` gives it; or None where ``find`` finds none, or a new
         ``out`` is not laid out as ``np.empty_like`` of ``x``, which the
-        remembered call makes.  How: the output's memory order (None:
-        not ``np.empty``'s C or F layout, made by ``np.empty_like`` of ``x``; also None
-        where the call makes none), or with ``axes`` that order for the
-        caller's arrays, their shape, and the axes back to them."""
+        remembered call makes.  How: the output's memory order (None: not
+        ``np.empty``'s C or F layout, made by ``np.empty_like`` of ``x``;
+        also None where the call makes none), or with ``axes`` that order
+        for the caller's arrays, their shape, and the axes back to them."""
         order: Any = None
         if new:
             back = tuple(np.argsort(axes).tolist()) if axes is not None else None

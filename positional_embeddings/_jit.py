@@ -382,9 +382,9 @@ def _runtime(enabled: bool) -> dict[str, bool]:
 
 
 def _require_the_compiler() -> None:
-    """Refuse ``NUMBA_DISABLE_JIT=1`` at import, in one line: the loops call
-    intrinsics that have no pure-Python form, so every constructor failed
-    deep inside Numba (``NotImplementedError``)."""
+    """Refuse ``NUMBA_DISABLE_JIT=1`` at import, with an ``ImportError``
+    that says so: the loops call intrinsics that have no pure-Python form,
+    so every constructor failed deep inside Numba (``NotImplementedError``)."""
     from numba.core import config
 
     if getattr(config, "DISABLE_JIT", False):  # set from the environment at import
