@@ -23,7 +23,7 @@ from ._direct import DirectCalls
 from ._views import may_share, read_only
 from .absolute import add_embeddings, remember_sum, remembered_sum, seq_first
 
-__all__ = ["LearnedPE", "drawn_table"]
+__all__ = ["LearnedPE", "drawn_table", "pickled_table"]
 
 
 class LearnedPE:
@@ -96,8 +96,8 @@ class LearnedPE:
         calls are made again by the copy as it is used."""
         return {"embeddings": self._embeddings}
 
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.embeddings = state["embeddings"]  # checked as an assigned table
+    def __setstate__(self, state: Any) -> None:
+        self.embeddings = pickled_table(state)  # checked as an assigned table
 
     @property
     def embeddings(self) -> np.ndarray:
@@ -211,6 +211,16 @@ class LearnedPE:
 
     def __repr__(self) -> str:
         return f"LearnedPE(max_length={self.max_length}, embedding_size={self.embedding_size})"
+
+
+def pickled_table(state: Any) -> Any:
+    """The table in the pickled state of a layer that holds a trainable one
+    (LearnedPE, RelativePE): ``{"embeddings": table}``, or as the package
+    pickled them before they had a ``__getstate__``: Python's state of
+    their slots, ``(None, {"_embeddings": table, ...})``."""
+    if isinstance(state, tuple):
+        return state[1]["_embeddings"]
+    return state["embeddings"]
 
 
 def drawn_table(shape: tuple[int, int], std: float, seed: Any, dtype: np.dtype) -> np.ndarray:

@@ -22,7 +22,7 @@ from ._checks import (
     plain_array,
 )
 from ._kernels import gather_rows, relative_index, t5_bucket
-from .learned import drawn_table
+from .learned import drawn_table, pickled_table
 
 __all__ = ["RelativePE", "relative_position_index", "t5_relative_position_bucket"]
 
@@ -131,8 +131,8 @@ class RelativePE:
         """For pickle (every protocol) and copy: the table."""
         return {"embeddings": self._embeddings}
 
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.embeddings = state["embeddings"]  # checked as an assigned table
+    def __setstate__(self, state: Any) -> None:
+        self.embeddings = pickled_table(state)  # checked as an assigned table
 
     @property
     def embeddings(self) -> np.ndarray:

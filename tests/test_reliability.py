@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import copyreg
 import multiprocessing
 import os
 import pickle
@@ -19,6 +20,7 @@ import numpy as np
 import pytest
 
 from positional_embeddings import AbsolutePE, LearnedPE, RelativePE, RoPE, _jit, _parallel, _views
+from positional_embeddings._direct import DirectCalls
 
 from comparisons import assert_bitwise_equal
 
@@ -159,6 +161,39 @@ def test_used_encodings_pickle_and_copy():
         assert not twin.cos_cached.flags.writeable and not twin.sin_cached.flags.writeable
     for twin in (pickle.loads(pickle.dumps(pe)), copy.deepcopy(pe)):  # were writeable
         assert not twin.embeddings.flags.writeable
+
+
+class _PickledBefore:
+    """Pickles as the package pickled a LearnedPE or RelativePE before they
+    had a ``__getstate__``: Python's state of the slots, ``(None, slots)``."""
+
+    def __init__(self, cls: type, slots: dict) -> None:
+        self.cls, self.slots = cls, slots
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:  # what pickle takes the object for
+        return self.cls
+
+    def __reduce_ex__(self, protocol: int) -> tuple:
+        return copyreg.__newobj__, (self.cls,), (None, self.slots)
+
+
+def test_encodings_pickled_before_their_getstate_load():
+    """Pickles of trainable encodings saved by the package before (their
+    slots' state) load, with the same table, checked as an assigned one."""
+    table = np.arange(6, dtype=np.float32).reshape(3, 2)
+    old = {
+        LearnedPE: {"_direct": DirectCalls(), "_direct_layout": (), "_embeddings": table},
+        RelativePE: {"_embeddings": table},
+    }
+    for cls, slots in old.items():
+        for protocol in range(2, pickle.HIGHEST_PROTOCOL + 1):
+            layer = pickle.loads(pickle.dumps(_PickledBefore(cls, slots), protocol))
+            assert type(layer) is cls
+            assert_bitwise_equal(layer.embeddings, table)
+    bad = _PickledBefore(LearnedPE, {"_embeddings": table.astype(np.int32)})
+    with pytest.raises(TypeError, match="embeddings"):
+        pickle.loads(pickle.dumps(bad, 2))
 
 
 # --- Numba's cache -------------------------------------------------------------------
