@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
 import reprlib
 from typing import Any
 
 import numpy as np
 
 from ._checks import (
+    INT_MAX,
     as_array,
     as_flag,
     as_float_dtype,
@@ -178,9 +180,11 @@ class LearnedPE:
         ``dx = dy`` (a copy) and ``dembeddings[offset + s] = sum of dy[s]
         over the batch``, zero for the other rows (seed 004: ``δx = δy``,
         ``δpos = δy`` summed over the batch), in the table's dtype: summed
-        in Julia's promotion of ``dy``'s type and the table's, then rounded
-        once (a float64 ``dy`` of a float32 table is summed in float64, as
-        autograd does; rounding each term first lost cancelling terms).
+        in a type that holds every term, then rounded once (rounding each
+        term to the table's type first lost cancelling terms): float ``dy``
+        in Julia's promotion of its type and the table's (a float64 ``dy``
+        of a float32 table in float64, as autograd does), integer and bool
+        ``dy`` exactly in int64 where no sum can leave it, else in float64.
 
         The sum has the same bits whatever ``dy``'s memory order: numpy's
         sum of ``dy`` as a C-contiguous (seq, features, batch...) array
@@ -203,14 +207,25 @@ class LearnedPE:
         # chunks of its casting buffer, to other bits.
         dx = dy.astype(native(dy.dtype), order="K")
         grad = np.zeros_like(table)
+        summed = np.ascontiguousarray(seq_first(dx, "dy", batch_first))
         with np.errstate(over="ignore", invalid="ignore"):  # IEEE sums (inf + -inf), silent
-            grad[start : start + seq_len] = np.ascontiguousarray(
-                seq_first(dx, "dy", batch_first)
-            ).sum(axis=tuple(range(2, dx.ndim)), dtype=promote(dx.dtype, table.dtype))
+            grad[start : start + seq_len] = summed.sum(
+                axis=tuple(range(2, summed.ndim)), dtype=_sum_type(summed, table.dtype)
+            )
         return dx, grad
 
     def __repr__(self) -> str:
         return f"LearnedPE(max_length={self.max_length}, embedding_size={self.embedding_size})"
+
+
+def _sum_type(dy: np.ndarray, table_dtype: np.dtype) -> np.dtype:
+    """The type ``LearnedPE.backward`` sums a (seq, features, batch...)
+    ``dy`` over its batch axes in (see there)."""
+    if dy.dtype.kind not in "biu":
+        return promote(dy.dtype, table_dtype)
+    largest = max(abs(int(dy.min())), abs(int(dy.max()))) if dy.size else 0
+    exact = largest * math.prod(dy.shape[2:]) <= INT_MAX  # every partial sum fits
+    return np.dtype(np.int64 if exact else np.float64)
 
 
 def pickled_table(state: Any) -> Any:

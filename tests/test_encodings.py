@@ -218,6 +218,24 @@ def test_learned_backward_sums_a_wider_gradient_before_rounding():
     assert wide.backward(third)[1][0, 0] == np.float64(third[0, 0, 0]) * 3
 
 
+def test_learned_backward_sums_integer_gradients_exactly():
+    """Integer and bool ``dy`` are summed exactly, then rounded once to the
+    table's type: summed in float32, 2**24 + 1 + 1 gave 2**24.  Sums that
+    int64 cannot hold are taken in float64, never wrapped around."""
+    pe = LearnedPE.from_table(np.zeros((2, 1), np.float32))
+    for dtype in (np.int64, np.uint32):
+        dy = np.array([2**24, 1, 1], dtype).reshape(1, 1, 3)
+        assert pe.backward(dy)[1][0, 0] == 2**24 + 2
+    flags = np.ones((1, 1, 3), bool)
+    assert pe.backward(flags)[1][0, 0] == 3.0
+    huge = np.full((1, 1, 4), 2**62, np.int64)
+    _, grad = pe.backward(huge)
+    assert grad.dtype == np.float32 and grad[0, 0] == np.float32(2.0**64)
+    wide = LearnedPE.from_table(np.zeros((2, 1), np.float64))
+    for terms in (np.array([2**63 - 1, 2**63 - 1]), np.array([2**64 - 1, 1], np.uint64)):
+        assert wide.backward(terms.reshape(1, 1, 2))[1][0, 0] == 2.0**64
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.int32])
 def test_learned_backward_same_bits_in_the_other_byte_order(dtype):
     """``dy`` read from a big-endian file gives the table's gradient of the
