@@ -665,6 +665,21 @@ def test_neg_half_matches_reference(dtype, dim):
         assert_bitwise_equal(view, before)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64])
+@pytest.mark.parametrize("step", [2, 4, 8])
+def test_neg_half_of_rows_of_a_matrix(dtype, step):
+    """The first rows of a Julia-order matrix (and the first columns of a C
+    one), whose halves are rows stepping by ``step`` elements: numpy 2.4's
+    ``np.negative`` into a strided ``out`` reads an input stepping by 4
+    (32-bit) or 8 (64-bit) elements as if contiguous, so ``neg_half`` gave
+    the values of other elements."""
+    matrix = np.arange(step * 40, dtype=dtype).reshape(step, 40)
+    for x, dim in ((np.asfortranarray(matrix)[:2], 0), (np.ascontiguousarray(matrix.T)[:, :2], 1)):
+        before = x.copy()
+        assert_bitwise_equal(neg_half(x, dim), reference.neg_half(before, dim))
+        assert_bitwise_equal(x, before)
+
+
 @pytest.mark.parametrize("order", ["C", "F"])
 def test_neg_half_keeps_the_memory_order_in_the_machines_byte_order(order):
     x = np.asarray(sample((5, 4, 3), np.float32, seed=8), order=order)
