@@ -189,11 +189,15 @@ class RoPE:
 
         Raises
         ------
-        TypeError, ValueError
-            Tables of another rank, shape or dtype, or a head size that does
-            not match them.  (Julia accepts a mismatched head size here and
+        TypeError
+            Tables of a dtype other than float16/32/64, or of two dtypes
+            (Julia's ``RoPE{T, A}`` takes two tables of one type: a
+            ``MethodError``).
+        ValueError
+            Tables of another rank or shape, or a head size that does not
+            match them.  (Julia accepts a mismatched head size here and
             fails at the first call; this fails at once.)  An odd interleaved
-            head's last rows other than cos 1 and sin 0 (ValueError).
+            head's last rows other than cos 1 and sin 0.
         """
         interleaved = as_flag(interleaved, "interleaved")
         head_size = _check_head_size(head_size, interleaved)
@@ -207,10 +211,15 @@ class RoPE:
                 )
             tables.append(np.array(array, dtype, order="F"))
         cos, sin = tables
-        if cos.shape != sin.shape or cos.dtype != sin.dtype:
+        if cos.dtype != sin.dtype:  # Julia's RoPE{T, A} takes tables of one type: a MethodError
+            raise TypeError(
+                "cos_cached and sin_cached must have the same dtype, got "
+                f"{cos.dtype} and {sin.dtype}"
+            )
+        if cos.shape != sin.shape:
             raise ValueError(
-                "cos_cached and sin_cached must have the same shape and dtype, got "
-                f"{cos.shape} {cos.dtype} and {sin.shape} {sin.dtype}"
+                "cos_cached and sin_cached must have the same shape, got "
+                f"{cos.shape} and {sin.shape}"
             )
         if head_size % 2:  # interleaved: the last channel has no partner
             for name, table, value in (("cos_cached", cos, 1), ("sin_cached", sin, 0)):

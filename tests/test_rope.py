@@ -616,8 +616,13 @@ def test_from_tables_errors():
     cos = np.ones((4, 3), np.float32)
     with pytest.raises(ValueError, match="shape"):
         RoPE.from_tables(8, cos, cos)
-    with pytest.raises(ValueError, match="same shape and dtype"):
+    with pytest.raises(
+        TypeError,
+        match=r"^cos_cached and sin_cached must have the same dtype, got float32 and float64$",
+    ):
         RoPE.from_tables(4, cos, cos.astype(np.float64))
+    with pytest.raises(ValueError, match=r"same shape, got \(4, 3\) and \(4, 2\)$"):
+        RoPE.from_tables(4, cos, cos[:, :2])
     with pytest.raises(TypeError, match=r"the dtype of cos_cached must be np\.float16,"):
         RoPE.from_tables(4, cos.astype(np.int32), cos)
     with pytest.raises(ValueError, match="multiple of 2"):
