@@ -323,7 +323,7 @@ def resolve_positions(
     if not (type(offset) is int and offset == 0) and as_size(offset, "offset") != 0:
         raise ValueError("pass either offset or positions, not both")
     ids = plain_array(positions, "positions")
-    if ids.dtype.kind not in "iu":
+    if ids.dtype.kind not in "iu" and ids.size:  # none: ``[]``, which numpy makes float64
         raise TypeError(f"positions must be integers, got dtype {ids.dtype}")
     if ids.shape not in ((seq_len,), tuple(column_shape)):
         raise ValueError(

@@ -135,6 +135,18 @@ def test_repeated_calls_with_position_ids_take_the_direct_path(monkeypatch, orde
         rope(x, positions=np.ones(shape))
 
 
+@pytest.mark.parametrize("ids", [[], (), np.array([]), np.empty((0, 2))])
+def test_no_positions_as_numpy_makes_them_of_an_empty_list(ids):
+    """A sequence of length 0 takes ids of shape (0,) or (0, batch) as
+    ``[]`` gives them: numpy makes them float64, which no id can be."""
+    rope = RoPE(4, 8)
+    x = np.ones((4, 0, 2), np.float32)
+    for method in (rope, rope.backward):
+        assert method(x, positions=ids).shape == (4, 0, 2)
+    with pytest.raises(TypeError, match="positions must be integers, got dtype float64"):
+        rope(np.ones((4, 1, 2)), positions=[0.0])
+
+
 @pytest.mark.parametrize("kind", [np.int64, np.int32, np.uint8, np.uint64])
 def test_numpy_integer_offsets_take_the_direct_path(monkeypatch, kind):
     """A position read from an array (``for p in np.arange(n)``, ``lengths[b]``)
