@@ -295,6 +295,11 @@ def decode(settings: Settings, order: str, writes: str) -> Row:
     )
 
 
+_SLOT = 17
+"""The position a decoding step is written at in a cache: the rows into one
+slot of a cache (``cache_slot``) and ``cached_key``."""
+
+
 def cache_slot(
     settings: Settings,
     order: str,
@@ -309,12 +314,14 @@ def cache_slot(
     against ``np.copyto`` into it (numpy and torch: their formula,
     allocating).
 
-    ``p`` is 17 at every call, or, with ``successive``, the next position at
-    each call, as a decoding loop writes them: each of the two contenders
-    then writes a cache of its own, position after position, so that the
-    slot's lines come from memory rather than from the caches (the views
-    are made beforehand; a call takes the next, through a Python step that
-    both contenders pay, about 0.1 us)."""
+    ``p`` is ``_SLOT`` at every call, or, with ``successive``, the next
+    position at each call, as a decoding loop writes them: the package's
+    call and the floor then each write a cache of their own, position after
+    position, so that the slot's lines come from memory rather than from
+    the caches (the views are made beforehand; a call takes the next,
+    through a Python step that both pay, about 0.1 us).  The numpy and
+    torch formulas rotate at ``_SLOT`` in either case: the same work at any
+    position."""
     rope = RoPE(cache[0], cache[1])
     x = _array(
         (cache[0], 1, cache[2]), np.float32, {"C": "F", "F": "C"}[order] if crossed else order
@@ -323,13 +330,13 @@ def cache_slot(
         ours = _successive_slots(cache, order, lambda p, slot: rope(x, offset=p, out=slot))
         floor = _successive_slots(cache, order, lambda p, slot: np.copyto(slot, x))
     else:
-        slot = np.zeros(cache, np.float32, order=order)[:, 17:18]
-        ours, floor = partial(rope, x, offset=17, out=slot), partial(np.copyto, slot, x)
+        slot = np.zeros(cache, np.float32, order=order)[:, _SLOT : _SLOT + 1]
+        ours, floor = partial(rope, x, offset=_SLOT, out=slot), partial(np.copyto, slot, x)
     contenders: dict[str, Callable[[], object] | None] = {
         "floor": floor,
         "ours": ours,
-        "numpy": rope_numpy(rope, x),
-        "torch": rope_torch(rope, x),
+        "numpy": rope_numpy(rope, x, _SLOT),
+        "torch": rope_torch(rope, x, _SLOT),
     }
     slots = SUCCESSIVE_SLOTS if successive else "slot"
     step = f"{OTHER_ORDER}, " if crossed else ""
@@ -370,17 +377,17 @@ def stored_queries(settings: Settings, seq: int) -> Row:
 
 def cached_key(settings: Settings, cache: tuple[int, ...]) -> Row:
     """One token of decoding where Hugging Face's cache holds it: the key at
-    position 17 of a (batch, seq, heads, head_dim) float32 cache ``cache``
+    position ``_SLOT`` of a (batch, seq, heads, head_dim) float32 cache ``cache``
     (``(4, 4096, 8, 128)``) reversed to Julia's axes, a ``(128, 1, 8, 4)``
     view whose heads and batch axes do not merge, rotated there in place
     against ``np.copyto`` into it (numpy and torch: their formula on it)."""
     rope = RoPE(cache[-1], cache[1])
-    key = _array(cache, np.float32, "C")[:, 17:18].transpose(3, 1, 2, 0)
+    key = _array(cache, np.float32, "C")[:, _SLOT : _SLOT + 1].transpose(3, 1, 2, 0)
     contenders: dict[str, Callable[[], object] | None] = {
         "floor": partial(np.copyto, key, key.copy(order="K")),
-        "ours": partial(rope, key, offset=17, out=key),
-        "numpy": rope_numpy(rope, key),
-        "torch": rope_torch(rope, key),
+        "ours": partial(rope, key, offset=_SLOT, out=key),
+        "numpy": rope_numpy(rope, key, _SLOT),
+        "torch": rope_torch(rope, key, _SLOT),
     }
     case = "decode rope(k, out=k), k in a (batch, seq, heads, head) cache"
     return _measure("decode", case, key, "", contenders, "np.copyto", settings)

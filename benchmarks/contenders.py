@@ -43,22 +43,25 @@ def neg_half_numpy(x: np.ndarray) -> np.ndarray:
     return np.concatenate((-x[half:], x[:half]), axis=0)
 
 
-def _broadcast_tables(rope: RoPE, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The tables' first ``x.shape[1]`` positions, shaped to broadcast over
-    ``x``'s axes after the second."""
+def _broadcast_tables(rope: RoPE, x: np.ndarray, offset: int) -> tuple[np.ndarray, np.ndarray]:
+    """The tables' ``x.shape[1]`` positions from ``offset`` on, shaped to
+    broadcast over ``x``'s axes after the second."""
     shape = (*x.shape[:2], *(1,) * (x.ndim - 2))
-    seq = x.shape[1]
-    return rope.cos_cached[:, :seq].reshape(shape), rope.sin_cached[:, :seq].reshape(shape)
+    positions = slice(offset, offset + x.shape[1])
+    cos, sin = (table[:, positions].reshape(shape) for table in (rope.cos_cached, rope.sin_cached))
+    return cos, sin
 
 
-def rope_numpy(rope: RoPE, x: np.ndarray) -> Callable[[], np.ndarray]:
-    """``x * cos + neg_half(x) * sin``, the tables broadcast over the batch axes."""
-    cos, sin = _broadcast_tables(rope, x)
+def rope_numpy(rope: RoPE, x: np.ndarray, offset: int = 0) -> Callable[[], np.ndarray]:
+    """``x * cos + neg_half(x) * sin`` at positions ``offset ..``, the tables
+    broadcast over the batch axes."""
+    cos, sin = _broadcast_tables(rope, x, offset)
     return lambda: x * cos + neg_half_numpy(x) * sin
 
 
-def rope_torch(rope: RoPE, x: np.ndarray) -> Callable[[], Any] | None:
-    """Hugging Face's eager RoPE on a tensor sharing ``x``'s memory.
+def rope_torch(rope: RoPE, x: np.ndarray, offset: int = 0) -> Callable[[], Any] | None:
+    """Hugging Face's eager RoPE on a tensor sharing ``x``'s memory, at
+    positions ``offset ..``.
 
     ``x * cos + rotate_half(x) * sin`` with ``rotate_half(x) = cat((-x2, x1))``
     on the head axis (axis 0 in this layout), the tables cast to ``x``'s
@@ -68,7 +71,9 @@ def rope_torch(rope: RoPE, x: np.ndarray) -> Callable[[], Any] | None:
         return None
     tensor = torch.from_numpy(x)
     half = x.shape[0] // 2
-    cos, sin = (torch.from_numpy(table.astype(x.dtype)) for table in _broadcast_tables(rope, x))
+    cos, sin = (
+        torch.from_numpy(table.astype(x.dtype)) for table in _broadcast_tables(rope, x, offset)
+    )
 
     def rotate_half() -> Any:
         return torch.cat((-tensor[half:], tensor[:half]), dim=0)

@@ -1,7 +1,8 @@
 """The benchmark command runs (tiny sizes) and writes its table as markdown and JSON.
 
 No timing is asserted: only that every case runs, the table prints, the
-files parse, and the targets are judged as stated.
+files parse, the targets are judged as stated, and the contenders compute
+what the package computes.
 """
 
 from __future__ import annotations
@@ -13,10 +14,12 @@ import subprocess
 import sys
 from functools import partial
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 
-from benchmarks import timing
+from benchmarks import cases, timing
 from benchmarks.__main__ import main, parse_arguments
 from benchmarks.cases import GROUPS, Row
 from benchmarks.report import (
@@ -247,3 +250,55 @@ def test_the_machine_line_names_the_largest_cache(tmp_path: Path) -> None:
     assert last_level_cache(tmp_path / "absent") is None
     info = {**machine(), "last_level_cache": "L3 260 MiB"}
     assert "2 CPUs, L3 260 MiB cache;" in format_text([], [], {**info, "cpus": 2})
+
+
+def _as_numpy(result: Any) -> np.ndarray:
+    """A formula's result (a torch tensor, say) as a numpy array of its own."""
+    return np.array(result.numpy() if hasattr(result, "numpy") else result)
+
+
+def _in_our_axes(array: np.ndarray, ours: np.ndarray) -> np.ndarray:
+    """A formula's result in the axes of the package's: the formulas of a
+    batch-first step run on its (seq, features, batch) view, those of a 4-D
+    query's step on its 3-D view (the batch axes merged in Julia's order)."""
+    if array.shape == ours.shape:
+        return array
+    if ours.ndim == 3 and array.shape == ours.transpose(1, 2, 0).shape:
+        return array.transpose(2, 0, 1)
+    return array.reshape(ours.shape, order="F")
+
+
+def test_the_contenders_compute_what_the_package_computes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each row's numpy and torch formulas give the package's values (to
+    their rounding) at the same positions, in every case that has them: a
+    ratio to them compares the same work.  The formulas run first, then the
+    package's call, once (in place, it rotates what the formulas read).
+    The steps into successive slots are left out: the package writes the
+    next position at each call, the formulas always the same one."""
+    compared: set[str] = set()
+    label = ""
+
+    def compare(contenders: dict[str, Any], repeat: int, **_: object) -> dict[str, float]:
+        formulas = {name: contenders[name] for name in ("numpy", "torch") if name in contenders}
+        if formulas:
+            results = {name: _as_numpy(formula()) for name, formula in formulas.items()}
+            ours = np.array(contenders["ours"]())
+            tolerance = {2: 2e-3, 4: 1e-6, 8: 1e-12}[ours.itemsize]
+            for name, result in results.items():
+                np.testing.assert_allclose(
+                    _in_our_axes(result, ours),
+                    ours,
+                    rtol=tolerance,
+                    atol=tolerance,
+                    err_msg=f"{label}: {name}",
+                )
+            compared.add(label)
+        return dict.fromkeys(contenders, 1e-3)
+
+    monkeypatch.setattr(cases, "interleaved_medians", compare)
+    for case in cases.all_cases(quick=True):
+        if case.group in ("tables", "cold-start") or case.run.keywords.get("successive"):
+            continue
+        label = f"{case.run.func.__name__} {case.run.keywords}"
+        case.run(cases.Settings(quick=True, repeat=1))
+    assert len(compared) >= 30
