@@ -13,6 +13,7 @@ import numba
 import numpy as np
 
 import positional_embeddings
+from positional_embeddings import _parallel
 
 from .cases import Row
 from .contenders import torch
@@ -87,8 +88,9 @@ def last_level_cache(caches: Path = _CPU_CACHES) -> str | None:
 
 
 def machine() -> dict[str, Any]:
-    """Where the run happened: CPU, CPUs usable, the last-level cache, and the
-    versions that matter."""
+    """Where the run happened: CPU, CPUs usable, the last-level cache, the
+    threads (the package's large calls', torch's), and the versions that
+    matter."""
     try:
         cpus = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
@@ -97,6 +99,8 @@ def machine() -> dict[str, Any]:
         "cpu": _cpu_model(),
         "cpus": cpus,
         "last_level_cache": last_level_cache(),
+        "threads": _parallel._threads,
+        "torch_threads": None if torch is None else torch.get_num_threads(),
         "python": platform.python_version(),
         "numpy": np.__version__,
         "numba": numba.__version__,
@@ -111,7 +115,10 @@ def _machine_line(info: dict[str, Any]) -> str:
     )
     torch_text = f"torch {info['torch']}" if info["torch"] else "no torch"
     cache = f", {info['last_level_cache']} cache" if info.get("last_level_cache") else ""
-    return f"{info['cpu']}, {info['cpus']} CPUs{cache}; {versions}, {torch_text}"
+    threads = f"large calls on {info['threads']} threads, copies and numpy on 1" + (
+        f", torch on {info['torch_threads']}" if info["torch"] else ""
+    )
+    return f"{info['cpu']}, {info['cpus']} CPUs{cache} ({threads}); {versions}, {torch_text}"
 
 
 def _time(seconds: float) -> str:

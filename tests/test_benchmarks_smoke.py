@@ -248,8 +248,10 @@ def test_the_machine_line_names_the_largest_cache(tmp_path: Path) -> None:
     (tmp_path / "index3" / "size").write_text("512\n")
     assert last_level_cache(tmp_path) == "L3 260 MiB"
     assert last_level_cache(tmp_path / "absent") is None
-    info = {**machine(), "last_level_cache": "L3 260 MiB"}
-    assert "2 CPUs, L3 260 MiB cache;" in format_text([], [], {**info, "cpus": 2})
+    info = {**machine(), "last_level_cache": "L3 260 MiB", "threads": 2}
+    assert "2 CPUs, L3 260 MiB cache (large calls on 2 threads, copies and numpy on 1" in (
+        format_text([], [], {**info, "cpus": 2})
+    )
 
 
 def _as_numpy(result: Any) -> np.ndarray:
