@@ -5,9 +5,14 @@ interleaved repetitions (medians): ``vs floor`` is the package's time over a
 plain copy of the same array (``x.copy()`` in ``x``'s memory order for calls
 that allocate, ``np.copyto`` for ``out=`` and in place), ``vs numpy`` over
 the numpy formula, ``vs torch`` over torch eager (Hugging Face's
-rotate_half; it has no ``out=``, so always the allocating call), when torch
-is installed.  GB/s counts the bytes of the input read and of the output
-written.
+rotate_half), when torch is installed.  The numpy formula and torch always
+allocate their result, in ``x``'s memory order, also on the rows where the
+package writes into ``out`` or in place.  The package splits calls of 8 MiB
+of memory traffic or more over one thread per usable CPU; the copies and the
+numpy formula run on one thread, torch on as many as it takes by default
+(the table's first line says how many).  GB/s counts the bytes of the input
+read and of the output written, not the tables read: small beside them but
+for a batch of a few columns.
 """
 
 from __future__ import annotations
