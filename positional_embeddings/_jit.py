@@ -394,9 +394,31 @@ def _require_the_compiler() -> None:
         )
 
 
+def _fork_between_compilations() -> None:
+    """Make ``os.fork`` wait for a compilation under way in another thread.
+
+    Numba compiles, and loads from its cache, holding one process-wide
+    lock.  A child forked while another thread holds it (a team thread
+    loading a loop at its first call, a caller's thread compiling) has the
+    lock held by a thread the child does not have, and hangs at its first
+    compilation.  Before a fork the forking thread takes the lock, as the
+    ``logging`` module does with its own; both processes then release it.
+    """
+    from numba.core.compiler_lock import global_compiler_lock
+
+    if not hasattr(os, "register_at_fork"):  # no fork: Windows
+        return
+    os.register_at_fork(
+        before=global_compiler_lock.acquire,
+        after_in_parent=global_compiler_lock.release,
+        after_in_child=global_compiler_lock.release,
+    )
+
+
 _require_the_compiler()
 _harden_cache_files()
 _load_without_set_up()
+_fork_between_compilations()
 
 JIT: dict[str, Any] = {
     "cache": _cache_available(),

@@ -129,6 +129,48 @@ def test_process_pools_after_the_parent_used_the_library(method):
         assert_bitwise_equal(got, want)
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no os.fork here")
+def test_a_fork_waits_for_a_compilation_in_another_thread():
+    """A fork while another thread compiles (a team thread loading a loop
+    at its first call, say) left the child with Numba's compiler lock held
+    by a thread it does not have: its first compilation hung.  The fork now
+    waits until the lock is free.  The other thread here holds the lock as
+    a compilation does; the child compiles a function of its own."""
+    result = run_python(
+        """
+        import os, threading, time
+        import numba
+        from numba.core.compiler_lock import global_compiler_lock
+        import positional_embeddings
+
+        held = threading.Event()
+
+        def compiling():
+            with global_compiler_lock:
+                held.set()
+                time.sleep(0.5)
+
+        threading.Thread(target=compiling).start()
+        held.wait()
+        pid = os.fork()
+        if pid == 0:
+            os._exit(numba.njit(lambda: 7)())
+        for _ in range(200):
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                print(os.waitstatus_to_exitcode(status))
+                break
+            time.sleep(0.05)
+        else:
+            os.kill(pid, 9)
+            print("hung")
+        """,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["7"]
+
+
 def test_used_encodings_pickle_and_copy():
     """Models are saved and sent to worker processes after use: every encoding
     object pickles (with every protocol) and copies once called (remembered
