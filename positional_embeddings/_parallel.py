@@ -373,14 +373,31 @@ class _Team:
         try:
             kernel(*args, bounds[0], bounds[1], post)
         finally:
-            if post[count] != self.generation:
-                posted(post)
-            self._await(count)
-            self.jobs[1 : count + 1] = [None] * count
-            self.last_end = time.perf_counter()
+            self._settle(post, count)
         for error in self.errors[1 : count + 1]:
             if error is not None:
                 raise error
+
+    def _settle(self, post: np.ndarray, count: int) -> None:
+        """After the caller's own range: post the ranges its kernel did not
+        (it raised first), wait until every range is done, and clear the
+        call.  An exception raised meanwhile (a ``KeyboardInterrupt`` in the
+        wait) is raised after that: no thread writes the call's arrays
+        once it has returned or raised.  Raised at once, it left the team
+        threads writing ``out`` after the caller had it back."""
+        interruption: BaseException | None = None
+        while True:
+            try:
+                if post[count] != self.generation:
+                    posted(post)
+                self._await(count)
+                break
+            except BaseException as error:
+                interruption = interruption or error
+        self.jobs[1 : count + 1] = [None] * count
+        self.last_end = time.perf_counter()
+        if interruption is not None:
+            raise interruption
 
     def _await(self, count: int) -> None:
         flags = self.done, self.claims, self.waiting

@@ -52,6 +52,37 @@ def test_an_error_in_a_range_is_raised_after_the_others_finish() -> None:
     assert finished and finished[0][1] == 8  # the other range had completed
 
 
+@pytest.mark.usefixtures("split_everything")
+def test_an_interrupt_while_waiting_is_raised_after_the_other_ranges_finish(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A ``KeyboardInterrupt`` in the caller's wait for the team is raised
+    once the team's ranges are done: raised at once, the team went on
+    writing the call's ``out`` after the caller had caught it."""
+    finished: list[int] = []
+
+    def kernel(start: int, stop: int, post: np.ndarray) -> None:
+        if start:  # the team's range
+            time.sleep(0.05)
+            finished.append(stop)
+
+    wait = _parallel._Team._await
+    interrupted: list[bool] = []
+
+    def interrupted_once(team: _parallel._Team, count: int) -> None:
+        if not interrupted:
+            interrupted.append(True)
+            raise KeyboardInterrupt
+        wait(team, count)
+
+    monkeypatch.setattr(_parallel._Team, "_await", interrupted_once)
+    with pytest.raises(KeyboardInterrupt):
+        _parallel.run_ranges(kernel, 8, 10**6)
+    assert finished == [8]
+    _parallel.run_ranges(kernel, 8, 10**6)  # and the team serves the next call
+    assert finished == [8, 8]
+
+
 @pytest.mark.parametrize(
     ("spins", "wait_spins"),
     [(0, 0), (0, 10**6), (10**6, 0), (10**6, 10**6)],
