@@ -93,9 +93,23 @@ def _sources_digest() -> str:
     return digest.hexdigest()
 
 
+@functools.cache
+def _cache_places() -> tuple[str, str]:
+    """Where Numba caches this package's code: its sources' ``__pycache__``,
+    and the folder it names for their directory in a cache directory of its
+    own (``NUMBA_CACHE_DIR``, the user's), as Numba's locators find them."""
+    from numba.core.caching import _CacheLocator
+
+    sources = os.path.abspath(os.path.dirname(__file__))
+    return os.path.join(sources, "__pycache__"), _CacheLocator.get_suitable_cache_subpath(__file__)
+
+
 def _ours(cache_path: str) -> bool:
-    """Whether a Numba cache path is one of this package's (its name is in it)."""
-    return "positional_embeddings" in str(cache_path)
+    """Whether a Numba cache path holds this package's code (another
+    library's, or a user's, never: whatever the names of its folders)."""
+    in_tree, in_cache_directory = _cache_places()
+    path = os.path.abspath(cache_path)
+    return path == in_tree or os.path.basename(path) == in_cache_directory
 
 
 _REPLACED = "_positional_embeddings_replaced"
@@ -329,9 +343,9 @@ def _harden_cache_files() -> None:
     dropped when the function's own file changes, while a kernel also holds
     the code of the functions it calls from other modules.  This package's
     entries are therefore saved with their key and a digest of
-    ``COMPILED_SOURCES``, and loaded only if both match.  Only files under a
-    cache path that names this package are affected: other libraries'
-    caching is unchanged.
+    ``COMPILED_SOURCES``, and loaded only if both match.  Only the places
+    where Numba caches this package's code are affected (``_ours``): other
+    libraries' caching, and users', is unchanged.
     """
     from numba.core.caching import IndexDataCacheFile
 

@@ -403,6 +403,29 @@ BaseContext.refresh = counted
 """Script lines that count the calls of Numba's compiler set-up (``refreshes``)."""
 
 
+def test_only_the_packages_own_cache_places_count_as_its_own(tmp_path, monkeypatch):
+    """The package's handling of Numba's cache (keyed entries, loading
+    without the compiler set-up) applies to where Numba caches the
+    package's code, never to another cache whose path merely names the
+    package (a user's project ``positional_embeddings_demo``, a cache
+    directory ``positional_embeddings_cache``): such code cached in a
+    process that imported the package failed to load in one that did not."""
+    from numba.core.caching import _CacheLocator
+
+    here = Path(_jit.__file__).parent
+    assert _jit._ours(str(here / "__pycache__"))
+    assert _jit._ours(str(tmp_path / _CacheLocator.get_suitable_cache_subpath(_jit.__file__)))
+    demo = tmp_path / "positional_embeddings_demo" / "demo_of_a_user.py"
+    demo.parent.mkdir()
+    demo.write_text("import numba\n@numba.njit(cache=True)\ndef f():\n    return 1\n")
+    monkeypatch.syspath_prepend(str(demo.parent))
+    user = __import__("demo_of_a_user").f
+    assert not _jit._ours(user._cache._cache_path)
+    assert not _jit._ours(str(demo.parent / "__pycache__"))
+    elsewhere = tmp_path / "positional_embeddings_cache"
+    assert not _jit._ours(str(elsewhere / _CacheLocator.get_suitable_cache_subpath(str(demo))))
+
+
 @pytest.mark.skipif(not _jit.JIT["cache"], reason="no writable Numba cache here")
 @pytest.mark.parametrize("linkable", [True, False])
 def test_cached_code_runs_without_numbas_compiler_set_up(linkable):
