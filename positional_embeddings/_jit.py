@@ -341,9 +341,11 @@ def _harden_cache_files() -> None:
     give their two signatures the same file, and the index can end up
     naming, for one signature, the code of the other.  And the index is
     dropped when the function's own file changes, while a kernel also holds
-    the code of the functions it calls from other modules.  This package's
-    entries are therefore saved with their key and a digest of
-    ``COMPILED_SOURCES``, and loaded only if both match.  Only the places
+    the code of the functions it calls from other modules.  And bytes
+    damaged inside an entry's compiled code were run (a crash), or refused
+    by LLVM at every start.  This package's entries are therefore saved
+    with their key, a digest of ``COMPILED_SOURCES`` and one of the entry's
+    own pickled bytes, and loaded only if all three match.  Only the places
     where Numba caches this package's code are affected (``_ours``): other
     libraries' caching, and users', is unchanged.
     """
@@ -358,7 +360,10 @@ def _harden_cache_files() -> None:
     )
 
     def keyed_save(self: IndexDataCacheFile, key: Any, data: Any) -> None:
-        save(self, key, ((key, _sources_digest()), data) if _ours(self._cache_path) else data)
+        if not _ours(self._cache_path):
+            return save(self, key, data)
+        payload = self._dump(data)
+        save(self, key, ((key, _sources_digest(), hashlib.sha256(payload).digest()), payload))
 
     def keyed_load(self: IndexDataCacheFile, key: Any) -> Any:
         if not _ours(self._cache_path):
@@ -367,8 +372,10 @@ def _harden_cache_files() -> None:
             entry = load(self, key)
             if entry is None:
                 return None
-            saved_key, data = entry
-            return data if saved_key == (key, _sources_digest()) else None
+            saved_key, payload = entry
+            if saved_key != (key, _sources_digest(), hashlib.sha256(payload).digest()):
+                return None
+            return pickle.loads(payload)
         except Exception:  # any damage: unpickling errors, bad versions, short files
             return None
 

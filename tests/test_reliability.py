@@ -257,17 +257,32 @@ def _smoke_answer() -> str:
     return f"{float(y.sum())} {float(z.sum())}"
 
 
+def _damaged(data: bytes, damage: str) -> bytes:
+    """``data`` as garbage, cut short, or with 16 bytes flipped at ``damage``
+    (a fraction of its length, as text)."""
+    if damage == "garbage":
+        return b"garbage"
+    if damage == "truncated":
+        return data[:5]
+    start = int(len(data) * float(damage))
+    return data[:start] + bytes(b ^ 0xFF for b in data[start : start + 16]) + data[start + 16 :]
+
+
 def test_damaged_cache_directory(tmp_path):
-    """An empty cache directory fills; one whose files are garbage or cut
-    short is compiled over, silently.  (The filled one, damaged in copies:
-    each run compiles from nothing.)"""
+    """An empty cache directory fills; one whose files are garbage, cut
+    short, or whose compiled code has bytes flipped inside is compiled
+    over, silently.  (The filled one, damaged in copies: each run compiles
+    from nothing.)  Flipped bytes in the code ran it (a segfault), or made
+    LLVM refuse it at every later start."""
     filled = tmp_path / "missing"
-    for damage in ("missing", "garbage", "truncated"):
+    for damage in ("missing", "garbage", "truncated", "0.2", "0.5"):
         cache = tmp_path / damage
         if damage != "missing":
             shutil.copytree(filled, cache)
+            flipped = damage[0].isdigit()
             for path in (p for p in cache.rglob("*") if p.is_file()):
-                path.write_bytes(b"garbage" if damage == "garbage" else path.read_bytes()[:5])
+                if not flipped or path.suffix == ".nbc":
+                    path.write_bytes(_damaged(path.read_bytes(), damage))
         result = run_python(SMOKE, {"NUMBA_CACHE_DIR": str(cache)})
         assert result.returncode == 0, (damage, result.stderr)
         assert result.stdout.split() == _smoke_answer().split(), damage
