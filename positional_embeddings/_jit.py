@@ -51,7 +51,6 @@ import pickle
 import re
 import struct
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -220,21 +219,24 @@ def _nrt_file(path: Path, key: str) -> Any:
 
 def _save_nrt_file(path: Path, key: str, serialized: Any) -> None:
     """Save a serialized NRT library at ``path`` under ``key``, replacing
-    the file whole (a reader sees the old file or the new one); nothing
+    the file whole (a reader sees the old file or the new one), readable as
+    Numba's own files are (as the umask allows; ``tempfile``'s are their
+    owner's alone: the other users of a shared cache could not load it); nothing
     where the directory cannot be written."""
     state = pickle.dumps(serialized)
     entry = pickle.dumps((key, hashlib.sha256(state).hexdigest(), state))
+    temporary = path.with_name(f"{path.name}.{os.getpid()}.{os.urandom(8).hex()}.tmp")
     try:
-        file = tempfile.NamedTemporaryFile(dir=path.parent, delete=False)
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     except OSError:
         return
     try:
-        with file:
+        with os.fdopen(descriptor, "wb") as file:
             file.write(entry)
-        os.replace(file.name, path)
+        os.replace(temporary, path)
     except OSError:
         with contextlib.suppress(OSError):
-            os.unlink(file.name)
+            os.unlink(temporary)
 
 
 _PROCESS_NAMES = re.compile(r"(\.const\.pickle(?:data|buf))\.[0-9]+(?![0-9a-f])")

@@ -517,6 +517,10 @@ def test_runtime_file_is_used_only_whole_and_under_its_key(tmp_path):
     _jit._save_nrt_file(path, "key", serialized)
     assert _jit._nrt_file(path, "key") == serialized
     assert _jit._nrt_file(path, "another key") is None
+    numbas = tmp_path / "as numba writes"
+    numbas.write_bytes(b"")
+    assert path.stat().st_mode & 0o777 == numbas.stat().st_mode & 0o777  # others may read it
+    assert sorted(p.name for p in tmp_path.iterdir()) == [numbas.name, path.name]  # no temporary
     whole = path.read_bytes()
     flipped = whole.replace(b"machine", b"mashine")
     assert flipped != whole
