@@ -381,10 +381,12 @@ class _Team:
     def _settle(self, post: np.ndarray, count: int) -> None:
         """After the caller's own range: post the ranges its kernel did not
         (it raised first), wait until every range is done, and clear the
-        call.  An exception raised meanwhile (a ``KeyboardInterrupt`` in the
-        wait) is raised after that: no thread writes the call's arrays
-        once it has returned or raised.  Raised at once, it left the team
-        threads writing ``out`` after the caller had it back."""
+        call.  An interruption meanwhile (a ``KeyboardInterrupt`` in the
+        wait, a ``SystemExit`` from a signal handler) is raised after that:
+        no thread writes the call's arrays once it has returned or raised.
+        Raised at once, it left the team threads writing ``out`` after the
+        caller had it back.  (An ``Exception`` from the wait itself would
+        come again: it is raised at once.)"""
         interruption: BaseException | None = None
         while True:
             try:
@@ -392,6 +394,8 @@ class _Team:
                     posted(post)
                 self._await(count)
                 break
+            except Exception:
+                raise
             except BaseException as error:
                 interruption = interruption or error
         self.jobs[1 : count + 1] = [None] * count
