@@ -287,7 +287,13 @@ def _spins_per_second() -> float:
 
 class _Team:
     """Threads ``1 .. workers`` that run the ranges of split calls (the
-    caller is thread 0), and their flags."""
+    caller is thread 0), and their flags.
+
+    Where the system refuses a thread (a thread limit; a tight ``ulimit
+    -v``, which thread stacks fill), the team warns and stops those it has
+    started, and large calls run serially: kept, they still filled what the
+    limit allowed, and the next array or compilation failed for want of it.
+    """
 
     def __init__(self, workers: int) -> None:
         self.workers = workers
@@ -309,10 +315,32 @@ class _Team:
         self.jobs: list[Any] = [None] * (workers + 1)  # (kernel, args, start, stop) once posted
         self.errors: list[BaseException | None] = [None] * (workers + 1)
         self.steering = _Steering(workers)
-        for k in range(1, workers + 1):
-            threading.Thread(
-                target=self._work, args=(k,), name=f"positional_embeddings-{k}", daemon=True
-            ).start()
+        self.stopped = False
+        threads: list[threading.Thread] = []
+        try:
+            for k in range(1, workers + 1):
+                thread = threading.Thread(
+                    target=self._work, args=(k,), name=f"positional_embeddings-{k}", daemon=True
+                )
+                thread.start()
+                threads.append(thread)
+        except RuntimeError as error:
+            self._stop(threads)
+            warnings.warn(
+                f"positional_embeddings could not start thread {len(threads) + 1} of {workers}"
+                f" ({error}): large calls run serially; POSITIONAL_EMBEDDINGS_NUM_THREADS"
+                " asks for fewer threads",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+
+    def _stop(self, threads: list[threading.Thread]) -> None:
+        """End the team's ``threads`` (no call has used them yet)."""
+        self.stopped = True
+        for k in range(1, len(threads) + 1):
+            self.wakes[k].set()
+        for thread in threads:
+            thread.join()
 
     def _work(self, k: int) -> None:
         self.steering.started(k)
@@ -321,6 +349,8 @@ class _Team:
             if generation == 0:
                 self.wakes[k].wait()
                 self.wakes[k].clear()
+                if self.stopped:
+                    return
                 self.steering.release(k)
                 generation = _next_range(self.posted, self.claims, self.asleep, k, self.wait_spins)
                 continue
@@ -520,13 +550,13 @@ _team_lock = threading.Lock()
 
 def _free_team(workers: int) -> _Team | None:
     """The team with at least ``workers`` threads, locked for this call, or
-    None if another call is using it."""
+    None if another call is using it or its threads could not start."""
     global _team
     with _team_lock:
         if _team is None or _team.workers < workers:
             _team = _Team(max(workers, _threads - 1))
         team = _team
-    return team if team.lock.acquire(blocking=False) else None
+    return None if team.stopped or not team.lock.acquire(blocking=False) else team
 
 
 def _forget_team() -> None:

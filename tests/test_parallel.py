@@ -325,3 +325,41 @@ def test_settings_from_the_environment_are_bounded_and_typos_warned(
         assert _parallel._configured(name, 7, 0, 50) == expected
     assert [str(w.message) for w in caught] == ([f"{name}={warning}"] if warning else [])
     assert all(w.category is RuntimeWarning for w in caught)
+
+
+@pytest.mark.parametrize("startable", [0, 1])
+def test_a_team_that_cannot_start_every_thread_ends_those_it_started(
+    monkeypatch: pytest.MonkeyPatch, startable: int
+) -> None:
+    """Where the system refuses a thread (a tight ``ulimit -v`` with many
+    threads asked for), the threads that did start end and large calls run
+    serially: every call raised ``can't start new thread``, and the threads
+    kept running filled what the limit allowed.  Warned once, not retried."""
+    attempts: list[int] = []
+    start = threading.Thread.start
+
+    def refusing_start(thread: threading.Thread) -> None:
+        attempts.append(1)
+        if len(attempts) > startable:
+            raise RuntimeError("can't start new thread")
+        start(thread)
+
+    monkeypatch.setattr(_parallel, "_threads", 4)
+    monkeypatch.setattr(_parallel, "MIN_BYTES_PER_THREAD", 1)
+    monkeypatch.setattr(_parallel, "_team", None)
+    monkeypatch.setattr(threading.Thread, "start", refusing_start)
+    visits = np.zeros(1000, np.int64)
+    running = threading.active_count()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(20):
+            _parallel.run_ranges(_count_visits, len(visits), 10**6, visits)
+    assert (visits == 20).all()
+    assert len(attempts) == startable + 1
+    assert threading.active_count() == running
+    assert [str(w.message) for w in caught] == [
+        f"positional_embeddings could not start thread {startable + 1} of 3"
+        " (can't start new thread): large calls run serially;"
+        " POSITIONAL_EMBEDDINGS_NUM_THREADS asks for fewer threads"
+    ]
+    assert caught[0].category is RuntimeWarning
