@@ -108,10 +108,16 @@ def _angles(dim: int, seq_len: int, base: float) -> np.ndarray:
 def rope_tables_numpy(
     head_size: int, seq_len: int, base: float = 10_000, dtype: Any = np.float32
 ) -> tuple[np.ndarray, np.ndarray]:
-    """RoPE's (cos, sin) tables, ``(head_size, seq_len)``, with numpy's ``cos``/``sin``."""
-    angles = _angles(head_size, seq_len, base)
+    """RoPE's (cos, sin) tables, ``(head_size, seq_len)``, in Julia's steps:
+    angles rounded to ``dtype``, numpy's float64 ``cos``/``sin`` of them
+    rounded to float32, then to ``dtype`` (Julia takes float16's in float32)."""
+    angles = _angles(head_size, seq_len, base).astype(dtype).astype(np.float64)
     doubled = np.concatenate((angles, angles), axis=0)
-    return np.cos(doubled).astype(dtype), np.sin(doubled).astype(dtype)
+    cos, sin = (
+        function(doubled).astype(np.float32).astype(dtype, copy=False)
+        for function in (np.cos, np.sin)
+    )
+    return cos, sin
 
 
 def absolute_table_numpy(embedding_size: int, max_length: int, base: float = 10_000) -> np.ndarray:

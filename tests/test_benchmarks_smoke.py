@@ -304,3 +304,31 @@ def test_the_contenders_compute_what_the_package_computes(monkeypatch: pytest.Mo
         label = f"{case.run.func.__name__} {case.run.keywords}"
         case.run(cases.Settings(quick=True, repeat=1))
     assert len(compared) >= 30
+
+
+def test_the_tables_contenders_build_the_package_s_tables(monkeypatch: pytest.MonkeyPatch) -> None:
+    """numpy's tables follow Julia's steps as the package does (angles
+    rounded to the table type; float16 through float32), within 1 ULP (its
+    sin and cos are float64's, rounded): with float64 angles, its float16
+    tables at positions past 512 were other numbers, another computation."""
+    compared: list[str] = []
+
+    def compare(contenders: dict[str, Any], repeat: int, **_: object) -> dict[str, float]:
+        ours = contenders["ours"]()
+        tables = (
+            (ours.cos_cached, ours.sin_cached)
+            if hasattr(ours, "cos_cached")
+            else (ours.embeddings,)
+        )
+        results = contenders["numpy"]()
+        for table, result in zip(tables, (results,) if len(tables) == 1 else results, strict=True):
+            assert result.dtype == table.dtype
+            np.testing.assert_array_max_ulp(result, table, maxulp=1)
+        compared.append(tables[0].dtype.name)
+        return dict.fromkeys(contenders, 1e-3)
+
+    monkeypatch.setattr(cases, "interleaved_medians", compare)
+    for case in cases.all_cases(quick=True):
+        if case.group == "tables":
+            case.run(cases.Settings(quick=True, repeat=1))
+    assert compared == ["float32", "float16", "float32"]
