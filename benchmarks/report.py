@@ -9,6 +9,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+import llvmlite.binding
 import numba
 import numpy as np
 
@@ -66,6 +67,19 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+_VECTORS = (("avx512f", "AVX-512"), ("avx2", "AVX2"), ("avx", "AVX"), ("sse4.2", "SSE4.2"))
+
+
+def _compiled_for() -> tuple[str, str | None]:
+    """The CPU Numba compiles for (LLVM's name, such as ``znver3``) and its
+    widest x86 vectors, or None (another CPU, or ``NUMBA_CPU_NAME`` set)."""
+    if numba.config.CPU_NAME:
+        return numba.config.CPU_NAME, None
+    features = llvmlite.binding.get_host_cpu_features()
+    widest = next((name for feature, name in _VECTORS if features.get(feature)), None)
+    return llvmlite.binding.get_host_cpu_name(), widest
+
+
 _CPU_CACHES = Path("/sys/devices/system/cpu/cpu0/cache")
 
 
@@ -88,15 +102,18 @@ def last_level_cache(caches: Path = _CPU_CACHES) -> str | None:
 
 
 def machine() -> dict[str, Any]:
-    """Where the run happened: CPU, CPUs usable, the last-level cache, the
-    threads (the package's large calls', torch's), and the versions that
-    matter."""
+    """Where the run happened: CPU (as Numba compiles for it, too), CPUs
+    usable, the last-level cache, the threads (the package's large calls',
+    torch's), and the versions that matter."""
     try:
         cpus = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         cpus = os.cpu_count() or 1
+    compiled_for, vectors = _compiled_for()
     return {
         "cpu": _cpu_model(),
+        "compiled_for": compiled_for,
+        "vectors": vectors,
         "cpus": cpus,
         "last_level_cache": last_level_cache(),
         "threads": _parallel._threads,
@@ -118,7 +135,9 @@ def _machine_line(info: dict[str, Any]) -> str:
     threads = f"large calls on {info['threads']} threads, copies and numpy on 1" + (
         f", torch on {info['torch_threads']}" if info["torch"] else ""
     )
-    return f"{info['cpu']}, {info['cpus']} CPUs{cache} ({threads}); {versions}, {torch_text}"
+    target = ", ".join(filter(None, (info.get("compiled_for"), info.get("vectors"))))
+    cpu = f"{info['cpu']} ({target})" if target else info["cpu"]
+    return f"{cpu}, {info['cpus']} CPUs{cache} ({threads}); {versions}, {torch_text}"
 
 
 def _time(seconds: float) -> str:

@@ -332,3 +332,13 @@ def test_the_tables_contenders_build_the_package_s_tables(monkeypatch: pytest.Mo
         if case.group == "tables":
             case.run(cases.Settings(quick=True, repeat=1))
     assert compared == ["float32", "float16", "float32"]
+
+
+def test_the_machine_line_names_what_numba_compiles_for() -> None:
+    """Two of the development machines are both "AMD EPYC, 2 CPUs, L3 32
+    MiB", one with AVX-512, one without, and their runs differ by up to 3×:
+    the line names the CPU as Numba compiles for it, and its widest vectors."""
+    info = {**machine(), "cpu": "AMD EPYC", "compiled_for": "znver3", "vectors": "AVX2", "cpus": 2}
+    assert format_text([], [], info).startswith("AMD EPYC (znver3, AVX2), 2 CPUs")
+    assert format_text([], [], {**info, "vectors": None}).startswith("AMD EPYC (znver3), ")
+    assert machine()["vectors"] in (None, "AVX-512", "AVX2", "AVX", "SSE4.2")
