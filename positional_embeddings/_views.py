@@ -218,11 +218,13 @@ def read_only(table: np.ndarray) -> np.ndarray:
 
 def same_elements(a: np.ndarray, b: np.ndarray) -> bool:
     """Whether ``a`` and ``b`` (of one shape) are the same elements in the
-    same places: ``out`` written in place, even as another view of ``x``."""
+    same places: ``out`` written in place, even as another view of ``x``
+    (whose strides along an axis of length 1 may differ: no step is taken
+    along it)."""
     return (
         a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
-        and a.strides == b.strides
         and a.dtype.itemsize == b.dtype.itemsize
+        and all(n == 1 or p == q for n, p, q in zip(a.shape, a.strides, b.strides, strict=True))
     )
 
 

@@ -122,3 +122,24 @@ def test_repeated_decoding_in_place_takes_its_own_direct_call(order, dtype):
     read_only.flags.writeable = False
     with pytest.raises(ValueError, match="writeable"):
         rope(read_only, out=read_only, offset=1)
+
+
+@pytest.mark.parametrize(
+    ("name", "unit"), [("rope", 1), ("rope, decoding", 2), ("pe", 2), ("pe, batch first", 0)]
+)
+def test_out_viewing_x_s_elements_with_other_strides_on_axes_of_length_1_is_in_place(
+    handed_out, name, unit
+):
+    """``out`` that views exactly ``x``'s elements, its strides differing
+    only along an axis of length 1 (``a.reshape(8, 1, 4)`` into
+    ``a[:, None]``), is ``x`` written in place: it was refused as an
+    ``out`` overlapping ``x``."""
+    call, shape = next((call, shape) for n, call, shape in _calls() if n == name)
+    x = sample(tuple(1 if axis == unit else n for axis, n in enumerate(shape)), np.float32, seed=4)
+    expected = call(x.copy())
+    strides = tuple(4096 if axis == unit else s for axis, s in enumerate(x.strides))
+    out = np.lib.stride_tricks.as_strided(x, x.shape, strides)
+    handed_out.clear()
+    assert call(x, out=out) is out
+    assert_bitwise_equal(x, expected)
+    assert handed_out and all(o is None for o in handed_out)
