@@ -28,6 +28,7 @@ __all__ = [
     "held_table",
     "holdable",
     "in_machine_order",
+    "integer_array",
     "native",
     "output_for",
     "plain_array",
@@ -171,6 +172,23 @@ def plain_array(value: Any, name: str) -> np.ndarray:
             f"pass {name}.filled(value) or {name}.data"
         )
     return np.asarray(value)
+
+
+def integer_array(value: Any, name: str, julia: str = "") -> np.ndarray:
+    """``plain_array(value, name)`` of integers, or of nothing (``[]``,
+    which numpy makes float64: the callers say what that means).  Python
+    ints that no 64-bit integer holds, which numpy makes float64 or
+    objects, are refused as out of range; other elements name their dtype
+    (``julia``, if given, Julia's type, follows "must be integers")."""
+    array = plain_array(value, name)
+    if array.dtype.kind in "iu" or not array.size:
+        return array
+    if array.dtype.kind in "fO" and not isinstance(value, np.ndarray):
+        values = np.asarray(value, dtype=object).ravel()
+        if all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in values):
+            furthest = max(values, key=abs)
+            raise ValueError(f"{name} must fit in 64-bit integers, got {furthest}")
+    raise TypeError(f"{name} must be integers{julia}, got dtype {array.dtype}")
 
 
 def held_table(value: Any, name: str, shape: str, float16: bool) -> np.ndarray:
@@ -322,9 +340,7 @@ def resolve_positions(
         return offset
     if not (type(offset) is int and offset == 0) and as_size(offset, "offset") != 0:
         raise ValueError("pass either offset or positions, not both")
-    ids = plain_array(positions, "positions")
-    if ids.dtype.kind not in "iu" and ids.size:  # none: ``[]``, which numpy makes float64
-        raise TypeError(f"positions must be integers, got dtype {ids.dtype}")
+    ids = integer_array(positions, "positions")  # or ``[]``, float64 to numpy: none
     if ids.shape not in ((seq_len,), tuple(column_shape)):
         raise ValueError(
             f"positions must have shape ({seq_len},) or {tuple(column_shape)}, got {ids.shape}"

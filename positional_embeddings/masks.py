@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from ._checks import as_size, holdable, plain_array
+from ._checks import as_size, holdable, integer_array
 
 __all__ = ["create_causal_mask", "create_padding_mask"]
 
@@ -101,11 +101,7 @@ def create_padding_mask(lengths: Any, max_len: int) -> np.ndarray:
            [ True,  True,  True]])
     """
     max_len = as_size(max_len, "max_len", 1, julia=_EMPTY_MASK)
-    lengths_array = plain_array(lengths, "lengths")
-    if lengths_array.dtype.kind not in "iu" and lengths_array.size:
-        raise TypeError(
-            f"lengths must be integers (Julia's Vector{{Int}}), got {lengths_array.dtype}"
-        )
+    lengths_array = integer_array(lengths, "lengths", " (Julia's Vector{Int})")
     if lengths_array.ndim != 1:
         raise ValueError(f"lengths must be 1-D, got shape {lengths_array.shape}")
     if lengths_array.size == 0:

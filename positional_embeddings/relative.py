@@ -19,7 +19,7 @@ from ._checks import (
     as_size,
     held_table,
     holdable,
-    plain_array,
+    integer_array,
 )
 from ._kernels import gather_rows, relative_index, t5_bucket
 from .learned import drawn_table, pickled_table
@@ -238,10 +238,8 @@ def t5_relative_position_bucket(
             f"bidirectional={bidirectional}) and max_distance above the exact ones "
             f"({share}), got num_buckets={num_buckets}, max_distance={max_distance}"
         )
-    relative = plain_array(relative_position, "relative_position")
+    relative = integer_array(relative_position, "relative_position")
     if relative.dtype.kind not in "iu":
-        if relative.size:
-            raise TypeError(f"relative_position must be integers, got dtype {relative.dtype}")
         relative = relative.astype(np.int64)  # [] (float64 to numpy): no positions
     flat = relative.reshape(-1)
     if relative.dtype.itemsize == 8:

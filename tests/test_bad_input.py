@@ -336,3 +336,21 @@ def test_a_bad_seed_is_named(make, seed, error):
     """numpy's errors for a seed it cannot take name no argument."""
     with pytest.raises(error, match=r"^seed must be None, a non-negative integer .*, got "):
         make(seed=seed)
+
+
+@pytest.mark.parametrize(
+    "call, name",
+    [
+        (lambda ids: ROPE(np.ones((8, len(ids), 1), np.float32), positions=ids), "positions"),
+        (lambda ids: create_padding_mask(ids, 3), "lengths"),
+        (lambda ids: t5_relative_position_bucket(ids), "relative_position"),
+    ],
+)
+@pytest.mark.parametrize("ids", [[2**63, -1], [2**70, 3], (3, -(2**64))])
+def test_integers_beyond_64_bits_are_named_as_such(call, name, ids):
+    """Python ints that no 64-bit integer holds (numpy makes them float64 or
+    objects) are refused as out of range, naming the one furthest from 0:
+    the error said the ints were no integers, of a dtype never passed."""
+    furthest = max(ids, key=abs)
+    with pytest.raises(ValueError, match=rf"^{name} must fit in 64-bit integers, got {furthest}"):
+        call(ids)
