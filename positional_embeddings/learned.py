@@ -25,7 +25,7 @@ from ._direct import DirectCalls
 from ._views import may_share, read_only
 from .absolute import add_embeddings, remember_sum, remembered_sum, seq_first
 
-__all__ = ["LearnedPE", "drawn_table", "pickled_table"]
+__all__ = ["LearnedPE", "as_std", "drawn_table", "pickled_table"]
 
 
 class LearnedPE:
@@ -80,9 +80,7 @@ class LearnedPE:
     ) -> None:
         max_length = as_size(max_length, "max_length")
         embedding_size = as_size(embedding_size, "embedding_size")
-        std = as_real(std, "std")
-        if not std >= 0:
-            raise ValueError(f"std must be >= 0, got {std}")
+        std = as_std(std)
         dtype = as_float_dtype(dtype, "dtype", float16=False)
         self.embeddings = drawn_table((max_length, embedding_size), std, seed, dtype)
 
@@ -236,6 +234,15 @@ def pickled_table(state: Any) -> Any:
     if isinstance(state, tuple):
         return state[1]["_embeddings"]
     return state["embeddings"]
+
+
+def as_std(std: Any) -> float:
+    """``std`` of a table's initial draws: a real number, finite and >= 0
+    (an infinite one drew a table of infinities)."""
+    std = as_real(std, "std")
+    if not 0 <= std < math.inf:
+        raise ValueError(f"std must be finite and >= 0, got {std}")
+    return std
 
 
 def drawn_table(shape: tuple[int, int], std: float, seed: Any, dtype: np.dtype) -> np.ndarray:

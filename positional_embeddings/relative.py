@@ -15,14 +15,13 @@ from ._checks import (
     MAX_QUERY_OFFSET,
     as_flag,
     as_float_dtype,
-    as_real,
     as_size,
     held_table,
     holdable,
     integer_array,
 )
 from ._kernels import gather_rows, relative_index, t5_bucket
-from .learned import drawn_table, pickled_table
+from .learned import as_std, drawn_table, pickled_table
 
 __all__ = ["RelativePE", "relative_position_index", "t5_relative_position_bucket"]
 
@@ -121,9 +120,7 @@ class RelativePE:
     ) -> None:
         clip = as_size(max_relative_position, "max_relative_position", maximum=_MAX_CLIP)
         embedding_size = as_size(embedding_size, "embedding_size")
-        std = as_real(std, "std")
-        if not std >= 0:
-            raise ValueError(f"std must be >= 0, got {std}")
+        std = as_std(std)
         dtype = as_float_dtype(dtype, "dtype")
         self.embeddings = drawn_table((2 * clip + 1, embedding_size), std, seed, dtype)
 

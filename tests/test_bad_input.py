@@ -100,6 +100,8 @@ def constructor_cases():
     yield "alibi causal not bool", alibi_bias, (2, 3), {"causal": "yes"}
     yield "RelativePE negative", RelativePE, (-1, 4), {}
     yield "LearnedPE nan std", LearnedPE, (4, 4), {"std": np.nan}
+    yield "LearnedPE infinite std", LearnedPE, (4, 4), {"std": np.inf}
+    yield "RelativePE infinite std", RelativePE, (2, 4), {"std": float("inf")}
     yield "from_tables ints", RoPE.from_tables, (2, np.ones((2, 2), int), np.ones((2, 2), int)), {}
     yield "from_tables 3-D", RoPE.from_tables, (2, np.ones((2, 2, 1)), np.ones((2, 2, 1))), {}
 
