@@ -41,7 +41,7 @@ class LearnedPE:
         Number of positions (>= 0).
     embedding_size : int
         Feature size (>= 0).
-    std : real, default 0.02
+    std : real, finite and >= 0, default 0.02
         Initial values are drawn from N(0, std²), as BERT and GPT-2 initialise
         theirs (``initializer_range = 0.02``).
     seed : int or numpy.random.Generator, optional

@@ -81,7 +81,7 @@ class RelativePE:
         The clipping distance k (>= 0).
     embedding_size : int
         Feature size (>= 0).
-    std : real, default 1.0
+    std : real, finite and >= 0, default 1.0
         Initial values from N(0, std²), as ``torch.nn.Embedding`` initialises.
     seed : int or numpy.random.Generator, optional
     dtype : numpy float type, default ``np.float32``
