@@ -206,14 +206,16 @@ exact ndarrays.  120-150 ns less, of a 2.5 us decoding step into a cache."""
 
 
 def read_only(table: np.ndarray) -> np.ndarray:
-    """``table`` made read-only, and a view of it, whose WRITEABLE flag numpy
-    refuses to set back (its owner's is off): the tables a layer keeps
-    copies of (packed, float32, position-major) must not change under them.
-    Every table the loops read is read-only (a view, where the layer's own
-    table is trainable): Numba's types carry the flag, and a writeable
-    table would compile each loop again."""
+    """``table`` made read-only, and a view of it through a read-only
+    buffer, whose WRITEABLE flag numpy refuses to set back, nor that of its
+    ``base`` (the buffer; a plain view's base was ``table``, whose flag can
+    be set back): the tables a layer keeps copies of (packed, float32,
+    position-major) must not change under them.  Every table the loops read
+    is read-only (a view, where the layer's own table is trainable): Numba's
+    types carry the flag, and a writeable table would compile each loop
+    again."""
     table.flags.writeable = False
-    return table.view()
+    return np.asarray(table.data)
 
 
 def same_elements(a: np.ndarray, b: np.ndarray) -> bool:

@@ -13,6 +13,7 @@ from positional_embeddings import _parallel
 __all__ = [
     "assert_bitwise_equal",
     "assert_every_way_of_writing",
+    "assert_unwritable",
     "refuse_checked_path",
     "split_over",
     "ulp_distance",
@@ -50,6 +51,19 @@ def assert_every_way_of_writing(
     assert call(y, out=y) is y
     assert_bitwise_equal(y, expected)
     return y
+
+
+def assert_unwritable(table: np.ndarray) -> None:
+    """Neither ``table`` nor the memory it views (its ``base``) can be made
+    writeable: a layer's table changed under it would disagree with the
+    copies its loops read."""
+    with pytest.raises(ValueError, match="WRITEABLE"):
+        table.flags.writeable = True
+    if isinstance(table.base, np.ndarray):
+        with pytest.raises(ValueError, match="WRITEABLE"):
+            table.base.flags.writeable = True
+    else:
+        assert memoryview(table.base).readonly
 
 
 def refuse_checked_path(*args: object, **kwargs: object) -> None:
