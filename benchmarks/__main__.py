@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import argparse
 import gc
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+
+from positional_embeddings._output import exit_with, unwritable
 
 from .cases import GROUPS, Row, Settings, all_cases
 from .report import (
@@ -38,15 +39,21 @@ from .targets import check_targets
 __all__ = ["main", "parse_arguments"]
 
 
-def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
+PROG = "python -m benchmarks"
+"""The command's name in its usage and errors, unless given another."""
+
+
+def parse_arguments(argv: Sequence[str] | None = None, prog: str = PROG) -> argparse.Namespace:
     """The command line: ``--quick``, ``--cases``, ``--repeat``, ``--markdown``, ``--json``,
-    ``--readme``."""
+    ``--readme``; ``prog`` names the command in its usage."""
     parser = argparse.ArgumentParser(
-        prog="python -m benchmarks",
+        prog=prog,
         description=(__doc__ or "").split("\n\n", 1)[1].replace("\n", " "),
     )
     parser.add_argument(
-        "--quick", action="store_true", help="tiny sizes, two repetitions: a smoke run in seconds"
+        "--quick",
+        action="store_true",
+        help="tiny sizes, two repetitions: a smoke run (about a minute)",
     )
     parser.add_argument(
         "--cases", nargs="+", choices=GROUPS, metavar="NAME", help=f"only these: {' '.join(GROUPS)}"
@@ -73,30 +80,12 @@ def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return arguments
 
 
-def _unwritable(path: Path) -> str | None:
-    """Why ``path`` cannot be written (its missing folders created), or None."""
-    if path.is_dir():
-        return "is a directory"
-    if path.exists():
-        return None if os.access(path, os.W_OK) else "is not writable"
-    folder = path.parent
-    while not folder.exists():
-        folder = folder.parent
-    if not folder.is_dir():
-        return f"{folder} is not a directory"
-    return None if os.access(folder, os.W_OK | os.X_OK) else f"cannot create files in {folder}"
-
-
 def _write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
 
 
-def _error(message: str) -> None:
-    print(f"python -m benchmarks: error: {message}", file=sys.stderr)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
     """Run the cases, print the table and the targets, write the files asked for.
 
     Progress goes to standard error, the table to standard output.  Returns
@@ -104,20 +93,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     any case runs, for a file to write that cannot be written or a
     ``--readme`` file that cannot be read or lacks the summary markers; 1 when
     writing a file fails after the run (the table is printed by then).
+    ``prog`` names the command in its usage and errors.
     """
-    arguments = parse_arguments(argv)
+    arguments = parse_arguments(argv, prog)
+
+    def error(message: str) -> None:
+        print(f"{prog}: error: {message}", file=sys.stderr)
+
     for path in filter(None, (arguments.markdown, arguments.json, arguments.readme)):
-        reason = _unwritable(path)
+        reason = unwritable(path)
         if reason is not None:  # found before the run, not after minutes of it
-            _error(f"{path}: {reason}")
+            error(f"{path}: {reason}")
             return 2
     readme = None
     if arguments.readme:  # a file without the markers fails before the run, not after it
         try:
             readme = arguments.readme.read_text(encoding="utf-8")
             replace_summary(readme, "")
-        except (OSError, ValueError) as error:
-            _error(f"{arguments.readme}: {error}")
+        except (OSError, ValueError) as failure:
+            error(f"{arguments.readme}: {failure}")
             return 2
     settings = Settings(arguments.quick, arguments.repeat or (2 if arguments.quick else 7))
     cases = [
@@ -144,11 +138,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     for path, text in files:
         try:
             _write(path, text)
-        except OSError as error:
-            _error(f"{path}: {error}")
+        except OSError as failure:
+            error(f"{path}: {failure}")
             status = 1
     return status
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_with(main, PROG)

@@ -24,9 +24,16 @@ from pathlib import Path
 
 __all__ = ["main"]
 
+PROG = "python -m parity"
+"""The command's name in its usage and errors, unless given another."""
+
+_RECORDED = ("manifest.json", "arrays.npz")
+"""The files ``record`` writes into its directory."""
+
 
 def _start_julia(command: str) -> bool:
-    """Start Julia before anything imports Numba; say why not on stderr."""
+    """Start Julia before anything imports Numba (the package's import:
+    nothing here imports it before); say why not on stderr."""
     from .bridge import julia, julia_available
 
     available, reason = julia_available()
@@ -36,12 +43,28 @@ def _start_julia(command: str) -> bool:
         except RuntimeError as error:
             available, reason = False, str(error)
     if not available:
-        print(f"python -m parity {command}: {reason}", file=sys.stderr)
+        print(f"{command}: {reason}", file=sys.stderr)
     return available
 
 
-def _report(args: argparse.Namespace) -> int:
-    if args.live and not _start_julia("report --live"):
+def _refused(command: str, paths: Sequence[Path]) -> bool:
+    """Whether one of ``paths`` cannot be written (said on stderr): found
+    before the replay or the recording, not after minutes of it.  Imports
+    the package: after Julia's start, where Julia is wanted."""
+    from positional_embeddings._output import unwritable
+
+    for path in paths:
+        reason = unwritable(path)
+        if reason is not None:
+            print(f"{command}: {path}: {reason}", file=sys.stderr)
+            return True
+    return False
+
+
+def _report(args: argparse.Namespace, command: str) -> int:
+    if args.live and not _start_julia(f"{command} --live"):
+        return 1
+    if args.output is not None and _refused(command, [Path(args.output)]):
         return 1
     from .fixtures import load
     from .report import format_markdown, format_text, replay
@@ -54,7 +77,7 @@ def _report(args: argparse.Namespace) -> int:
     else:
         header, cases = load()
     if not cases:
-        print("python -m parity report: the recording has no cases", file=sys.stderr)
+        print(f"{command}: the recording has no cases", file=sys.stderr)
         return 1
     rows = replay(cases)
     text = (format_markdown if args.markdown else format_text)(rows, header)
@@ -63,30 +86,39 @@ def _report(args: argparse.Namespace) -> int:
             Path(args.output).parent.mkdir(parents=True, exist_ok=True)
             Path(args.output).write_text(text)
         except OSError as error:
-            print(f"python -m parity report: {error}", file=sys.stderr)
+            print(f"{command}: {error}", file=sys.stderr)
             return 1
     else:
         print(text)
     return 0 if all(row.bitwise for row in rows) else 1
 
 
-def _record(args: argparse.Namespace) -> int:
-    if not _start_julia("record"):
+def _record(args: argparse.Namespace, command: str) -> int:
+    if not _start_julia(command):
+        return 1
+    directory = Path(args.out)
+    if _refused(command, [directory / name for name in _RECORDED]):
         return 1
     from .record import record
 
-    count = record(Path(args.out))
+    try:
+        count = record(directory)
+    except OSError as error:
+        print(f"{command}: {error}", file=sys.stderr)
+        return 1
     print(f"recorded {count} cases into {args.out}")
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
     """Run the command line.
 
     Parameters
     ----------
     argv : Sequence[str], optional
         Arguments after ``python -m parity`` (default: ``sys.argv[1:]``).
+    prog : str, default "python -m parity"
+        The command's name in its usage and errors.
 
     Returns
     -------
@@ -94,7 +126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         The exit code.
     """
     parser = argparse.ArgumentParser(
-        prog="python -m parity",
+        prog=prog,
         description="Parity with PositionalEmbeddings.jl: the report, and the recorder.",
     )
     commands = parser.add_subparsers(dest="command", required=True)
@@ -109,8 +141,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     record = commands.add_parser("record", help="record the case matrix from your Julia")
     record.add_argument("--out", required=True, help="directory for manifest.json and arrays.npz")
     args = parser.parse_args(argv)
-    return _report(args) if args.command == "report" else _record(args)
+    command = f"{prog} {args.command}"
+    return _report(args, command) if args.command == "report" else _record(args, command)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # ``exit_with``'s steps, spelt out: importing it would import the
+    # package, and Numba, before Julia starts.
+    try:
+        status = main()
+        sys.stdout.flush()
+    except OSError as error:
+        from positional_embeddings._output import abandon_output
+
+        status = abandon_output(error, PROG)
+    sys.exit(status)

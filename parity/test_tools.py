@@ -12,7 +12,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from parity import __main__ as parity_main
 from parity import bridge, fixtures
+from parity import record as parity_record
+from parity import report as parity_report
 from parity.__main__ import main
 from parity.bridge import JuliaCallError, julia_available, julia_environment
 from parity.calls import CALLS, JULIA_TYPES, CaseError, python_axis, python_call, run_case
@@ -426,3 +429,28 @@ def test_an_empty_recording_fails_the_report(
     monkeypatch.setattr(fixtures, "load", lambda: ({"package": "stand-in"}, []))
     assert main(["report"]) == 1
     assert capsys.readouterr().err == "python -m parity report: the recording has no cases\n"
+
+
+def test_paths_that_cannot_be_written_are_refused_before_the_work(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``record --out`` and ``report --output`` under a file: one line and
+    exit 1 before the recording (once Julia has started) or the replay,
+    not a traceback after minutes of it."""
+    blocker = tmp_path / "a file"
+    blocker.write_text("")
+
+    def not_reached(*args: object) -> None:
+        raise AssertionError("the work ran")
+
+    monkeypatch.setattr(parity_main, "_start_julia", lambda command: True)
+    monkeypatch.setattr(parity_record, "record", not_reached)
+    monkeypatch.setattr(parity_report, "replay", not_reached)
+    for argv, command in (
+        (["record", "--out", str(blocker / "recording")], "record"),
+        (["report", "--output", str(blocker / "report.md")], "report"),
+    ):
+        assert main(argv) == 1
+        err = capsys.readouterr().err
+        assert err.startswith(f"python -m parity {command}: ") and err.count("\n") == 1
+        assert err.endswith(f"{blocker} is not a directory\n")

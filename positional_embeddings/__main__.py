@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import importlib
-import os
 import sys
 import time
 from collections.abc import Sequence
@@ -27,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from . import AbsolutePE, RoPE, __version__, create_causal_mask, create_padding_mask
+from ._output import exit_with
 
 __all__ = ["main"]
 
@@ -85,13 +85,15 @@ _CHECKOUT_TOOLS = {"bench": "benchmarks", "parity": "parity"}
 ``python -m <package>`` of a source checkout."""
 
 
-def _run_checkout_tool(package: str, argv: list[str]) -> int:
-    """Run ``python -m <package>`` (``benchmarks``, ``parity``) of the source
-    checkout this package was imported from: never a package of that name
-    elsewhere on the path (another project's ``benchmarks`` in the current
-    directory, say).  Outside a checkout, or where the tool cannot be
+def _run_checkout_tool(name: str, argv: list[str]) -> int:
+    """Run command ``name``'s ``python -m <package>`` (``benchmarks``,
+    ``parity``) of the source checkout this package was imported from:
+    never a package of that name elsewhere on the path (another project's
+    ``benchmarks`` in the current directory, say); its usage and errors
+    name the command.  Outside a checkout, or where the tool cannot be
     imported, one line on stderr and exit 1."""
-    command = f"python -m positional_embeddings {package}"
+    package = _CHECKOUT_TOOLS[name]
+    command = f"python -m positional_embeddings {name}"
     checkout = Path(__file__).resolve().parent.parent
     if not (checkout / package / "__main__.py").is_file():
         print(
@@ -116,14 +118,15 @@ def _run_checkout_tool(package: str, argv: list[str]) -> int:
             file=sys.stderr,
         )
         return 1
-    return int(module.main(argv) or 0)
+    return int(module.main(argv, prog=command) or 0)
 
 
-def _plot(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+def _plot(args: argparse.Namespace) -> int:
     """Draw the figure; sizes or a file type the figure refuses are usage
-    errors (exit 2), a missing matplotlib, tables larger than memory holds or
-    a file that cannot be written a failure (exit 1), each one line, no
-    traceback."""
+    errors (exit 2, with the usage of ``plot KIND``), a missing matplotlib,
+    tables larger than memory holds, a file that cannot be written or a
+    format whose tools are missing (PGF's LaTeX) a failure (exit 1), each one
+    line, no traceback."""
     from .plots import plot_absolute, plot_rope
 
     try:
@@ -131,11 +134,11 @@ def _plot(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             path = plot_absolute(args.output, args.embedding_size, args.max_length, args.base)
         else:
             path = plot_rope(args.output, args.head_size, args.seq_len, args.base)
-    except (ImportError, MemoryError, OSError) as error:
+    except (ImportError, MemoryError, OSError, RuntimeError) as error:
         print(f"python -m positional_embeddings plot: {error}", file=sys.stderr)
         return 1
     except (TypeError, ValueError) as error:
-        parser.error(f"plot {args.kind}: {error}")
+        args.kind_parser.error(str(error))
     print(f"wrote {path}")
     return 0
 
@@ -168,6 +171,7 @@ def _parser() -> argparse.ArgumentParser:
     for sub in (absolute, rope):
         sub.add_argument("--base", type=float, default=10_000)
         sub.add_argument("-o", "--output", required=True, help="file to write (.svg, .png, .pdf)")
+        sub.set_defaults(kind_parser=sub)
     return parser
 
 
@@ -175,23 +179,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point; returns the exit code (0 success, 1 failure, 2 usage)."""
     arguments = list(sys.argv[1:] if argv is None else argv)
     if arguments and arguments[0] in _CHECKOUT_TOOLS:
-        return _run_checkout_tool(_CHECKOUT_TOOLS[arguments[0]], arguments[1:])
+        return _run_checkout_tool(arguments[0], arguments[1:])
     parser = _parser()
     args = parser.parse_args(arguments)
     if args.command == "plot":
-        return _plot(args, parser)
+        return _plot(args)
     tour()
     return 0
 
 
 if __name__ == "__main__":
-    try:
-        status = main()
-        sys.stdout.flush()
-    except BrokenPipeError:
-        # The reader of the output went away (``... | head``): stop without a
-        # traceback, stdout pointed at devnull so that the interpreter's own
-        # flush at exit does not fail again.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        status = 1
-    sys.exit(status)
+    exit_with(main, "python -m positional_embeddings")

@@ -56,19 +56,24 @@ def test_usage_errors_exit_2(argv, capsys):
         ("absolute", ["--embedding-size", "3"], "figure.svg"),
         ("absolute", ["--embedding-size", "-2"], "figure.svg"),
         ("absolute", ["--base", "-5"], "figure.svg"),
+        ("absolute", ["--embedding-size", "0"], "figure.svg"),
         ("rope", ["--head-size", "3"], "figure.svg"),
+        ("rope", ["--seq-len", "0"], "figure.svg"),
         ("rope", [], "figure.xyz"),
+        ("rope", [], "new/figure.xyz"),
     ],
 )
 def test_plot_options_the_figure_refuses_are_usage_errors(tmp_path, kind, options, name, capsys):
-    """Sizes, bases or file types the figure refuses: usage, exit 2, one
-    line saying why (no traceback), no file."""
+    """Sizes, bases or file types the figure refuses (sizes that draw
+    nothing among them): usage of ``plot KIND``, exit 2, one line saying
+    why (no traceback), no file, no folder."""
     pytest.importorskip("matplotlib")
     with pytest.raises(SystemExit) as caught:
         main(["plot", kind, *options, "-o", str(tmp_path / name)])
     assert caught.value.code == 2
     err = capsys.readouterr().err
-    assert "usage:" in err and f"error: plot {kind}: " in err
+    assert err.startswith(f"usage: python -m positional_embeddings plot {kind} ")
+    assert f"\npython -m positional_embeddings plot {kind}: error: " in err
     assert not any(tmp_path.iterdir())
 
 
@@ -76,9 +81,10 @@ def test_plot_to_a_file_that_cannot_be_written_fails_in_one_line(tmp_path, capsy
     pytest.importorskip("matplotlib")
     blocker = tmp_path / "a file"
     blocker.write_text("")
-    assert main(["plot", "rope", "-o", str(blocker / "figure.svg")]) == 1
+    assert main(["plot", "rope", "-o", str(blocker / "new" / "figure.svg")]) == 1
     err = capsys.readouterr().err
     assert err.startswith("python -m positional_embeddings plot: ") and err.count("\n") == 1
+    assert err.endswith(f"{blocker} is not a directory\n")
 
 
 def test_plot_without_a_suffix_says_which_file_it_wrote(tmp_path, capsys):
@@ -103,6 +109,46 @@ def test_plot_to_a_directory_fails_in_one_line(tmp_path, monkeypatch, name, caps
     assert not any(tmp_path.iterdir()) and not any(tmp_path.parent.glob("*.png"))
 
 
+def test_plot_to_a_missing_directory_s_name_writes_nothing(tmp_path, capsys):
+    """A trailing slash names a directory, whether it exists or not: no
+    ``<name>.png`` beside it, nothing made."""
+    pytest.importorskip("matplotlib")
+    assert main(["plot", "rope", "-o", f"{tmp_path / 'new' / 'folder'}/"]) == 1
+    assert "is not a file name" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())
+
+
+def test_plot_to_a_device_without_a_suffix_writes_no_file_beside_it(tmp_path, capsys):
+    """An existing file that is no regular file (a FIFO here, as
+    ``/dev/null``), named without a suffix: matplotlib would add ``.png``
+    and write a new file beside the device."""
+    pytest.importorskip("matplotlib")
+    fifo = tmp_path / "device"
+    os.mkfifo(fifo)
+    assert main(["plot", "rope", "-o", str(fifo)]) == 1
+    err = capsys.readouterr().err
+    assert "is not a regular file" in err and err.count("\n") == 1
+    assert [path.name for path in tmp_path.iterdir()] == ["device"]
+
+
+def test_a_figure_that_fails_to_write_leaves_no_file_and_no_folder(tmp_path, monkeypatch, capsys):
+    """Matplotlib's writers can fail after the folders are made and the
+    file begun (PGF without LaTeX raises ``RuntimeError``): exit 1, one
+    line, and neither is left behind."""
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+
+    def fails_midway(figure, target, **options):
+        Path(target).write_text("half a figure")
+        raise RuntimeError("'xelatex' not found")
+
+    monkeypatch.setattr(Figure, "savefig", fails_midway)
+    assert main(["plot", "absolute", "-o", str(tmp_path / "new" / "deeper" / "x.pgf")]) == 1
+    err = capsys.readouterr().err
+    assert err == "python -m positional_embeddings plot: 'xelatex' not found\n"
+    assert not any(tmp_path.iterdir())
+
+
 @pytest.mark.parametrize("kind,option", [("rope", "--seq-len"), ("absolute", "--max-length")])
 @pytest.mark.parametrize("size", ["99999999999", str(2**62)])
 def test_plot_of_a_size_no_memory_holds_fails_in_one_line(tmp_path, kind, option, size, capsys):
@@ -115,17 +161,19 @@ def test_plot_of_a_size_no_memory_holds_fails_in_one_line(tmp_path, kind, option
     assert not any(tmp_path.iterdir())
 
 
-@pytest.mark.parametrize(
-    "command,usage", [("bench", "python -m benchmarks"), ("parity", "python -m parity")]
-)
-def test_bench_and_parity_hand_every_option_over(command, usage, capsys, monkeypatch):
+@pytest.mark.parametrize("command", ["bench", "parity"])
+def test_bench_and_parity_hand_every_option_over(command, capsys, monkeypatch):
     """Options after ``bench`` and ``parity`` are theirs (``--help`` here),
-    not the tour's."""
+    not the tour's; their usage and errors name the command they were
+    given as."""
     monkeypatch.chdir(ROOT)
-    with pytest.raises(SystemExit) as caught:
-        main([command, "--help"])
-    assert caught.value.code == 0
-    assert capsys.readouterr().out.startswith(f"usage: {usage}")
+    for option, status, stream in (("--help", 0, "out"), ("--no-such-option", 2, "err")):
+        with pytest.raises(SystemExit) as caught:
+            main([command, option])
+        assert caught.value.code == status
+        text = getattr(capsys.readouterr(), stream)
+        assert text.startswith(f"usage: python -m positional_embeddings {command} ")
+    assert f"python -m positional_embeddings {command}: error: " in text
 
 
 @pytest.mark.parametrize("command,usage", [("bench", "benchmarks"), ("parity", "parity")])
@@ -146,7 +194,7 @@ def test_bench_and_parity_run_the_checkouts_own_tools(tmp_path, command, usage):
         timeout=120,
     )
     assert (result.returncode, result.stderr) == (0, "")
-    assert result.stdout.startswith(f"usage: python -m {usage}")
+    assert result.stdout.startswith(f"usage: python -m positional_embeddings {command} ")
 
 
 def test_module_runs_as_a_command():
@@ -162,21 +210,56 @@ def test_module_runs_as_a_command():
         assert command in result.stdout
 
 
-def test_output_cut_short_ends_without_a_traceback():
-    """``python -m positional_embeddings | head -1``: the tour stops at its
-    next line, exit code 1, nothing on stderr."""
+_REPORT_OF_TWO_CASES = (
+    "import runpy, parity.fixtures as f; header, cases = f.load(); "
+    "f.load = lambda: (header, cases[:2]); runpy.run_module('parity', run_name='__main__')"
+)
+"""``python -m parity report`` on the recording's first two cases."""
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["-m", "positional_embeddings"],
+        ["-m", "benchmarks", "--quick", "--repeat", "1", "--cases", "tables"],
+        ["-c", _REPORT_OF_TWO_CASES, "report"],
+    ],
+    ids=["tour", "benchmarks", "parity report"],
+)
+def test_output_cut_short_ends_without_a_traceback(command):
+    """``python -m positional_embeddings | head -1``, and the same with the
+    benchmark's table or the parity report (cut short as ``less`` quit
+    before they print): exit code 1, no traceback."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "positional_embeddings"],
+        [sys.executable, *command],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         cwd=ROOT,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        env={**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(ROOT)},
     )
     assert process.stdout is not None and process.stderr is not None
-    assert process.stdout.readline().startswith(b"positional_embeddings")
+    if command[1] == "positional_embeddings":
+        assert process.stdout.readline().startswith(b"positional_embeddings")
     process.stdout.close()
-    assert process.wait(timeout=120) == 1
-    assert process.stderr.read() == b""
+    assert process.wait(timeout=300) == 1
+    assert b"Traceback" not in process.stderr.read()
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full on this system")
+def test_output_to_a_full_disk_fails_in_one_line():
+    """Standard output that cannot be written (``/dev/full``): exit code 1,
+    one line naming the command and the error, no traceback."""
+    with open("/dev/full", "w") as full:
+        result = subprocess.run(
+            [sys.executable, "-m", "positional_embeddings"],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+            timeout=300,
+        )
+    assert (result.returncode, result.stderr.count("\n")) == (1, 1)
+    assert result.stderr.startswith("python -m positional_embeddings: error: [Errno 28]")
 
 
 def test_plot_where_matplotlib_cannot_start_fails_in_one_line(tmp_path):
