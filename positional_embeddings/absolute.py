@@ -22,7 +22,7 @@ from ._checks import (
 )
 from ._direct import DirectCalls
 from ._kernels import absolute_direct, absolute_forward, absolute_table
-from ._views import grown_copy, read_only, run_forward
+from ._views import grown_copy, owned, read_only, run_forward
 from .frequencies import frequency_bands
 
 __all__ = ["AbsolutePE", "add_embeddings", "remember_sum", "remembered_sum", "seq_first"]
@@ -125,7 +125,7 @@ class AbsolutePE:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self._embedding_size = state["embedding_size"]
         self._max_length = state["max_length"]
-        self._embeddings = read_only(state["embeddings"])  # unpickled arrays are writeable
+        self._embeddings = read_only(owned(state["embeddings"]))  # unpickled: writeable
         self._by_position: np.ndarray | None = None
         self._direct = DirectCalls()
 

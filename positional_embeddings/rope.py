@@ -30,7 +30,7 @@ from ._kernels import (
     rope_tables,
     widened_f16,
 )
-from ._views import grown_copy, may_share_memory, read_only, run_forward
+from ._views import grown_copy, may_share_memory, owned, read_only, run_forward
 from .frequencies import frequency_bands
 
 __all__ = ["RoPE", "neg_half"]
@@ -201,7 +201,7 @@ class RoPE:
         """
         interleaved = as_flag(interleaved, "interleaved")
         head_size = _check_head_size(head_size, interleaved)
-        tables = []
+        given = []
         for name, table in (("cos_cached", cos_cached), ("sin_cached", sin_cached)):
             array = plain_array(table, name)
             dtype = as_float_dtype(array.dtype, f"the dtype of {name}")
@@ -209,12 +209,12 @@ class RoPE:
                 raise ValueError(
                     f"{name} must have shape (head_size={head_size}, seq_len), got {array.shape}"
                 )
-            tables.append(np.array(array, dtype, order="F"))
-        cos, sin = tables
-        if cos.dtype != sin.dtype:  # Julia's RoPE{T, A} takes tables of one type: a MethodError
+            given.append((name, array, dtype))
+        (_, cos, cos_dtype), (_, sin, sin_dtype) = given
+        if cos_dtype != sin_dtype:  # Julia's RoPE{T, A} takes tables of one type: a MethodError
             raise TypeError(
                 "cos_cached and sin_cached must have the same dtype, got "
-                f"{cos.dtype} and {sin.dtype}"
+                f"{cos_dtype} and {sin_dtype}"
             )
         if cos.shape != sin.shape:
             raise ValueError(
@@ -222,13 +222,15 @@ class RoPE:
                 f"{cos.shape} and {sin.shape}"
             )
         if head_size % 2:  # interleaved: the last channel has no partner
-            for name, table, value in (("cos_cached", cos, 1), ("sin_cached", sin, 0)):
+            for (name, table, _), value in zip(given, (1, 0), strict=True):
                 if not (table[-1] == value).all():
                     raise ValueError(
                         f"{name}[{head_size - 1}] must be {value:.1f} throughout: an odd "
                         "interleaved head's last channel has no partner and passes "
                         f"through unchanged, got {table[-1][table[-1] != value][0]}"
                     )
+        # Checked, then copied: the copies are the layer's own.
+        cos, sin = (np.array(array, dtype, order="F") for _, array, dtype in given)
         rope = cls.__new__(cls)
         rope._set_tables(head_size, cos, sin, interleaved, shared=None)
         return rope
@@ -495,8 +497,8 @@ class RoPE:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self._set_tables(
             state["head_size"],
-            state["cos_cached"],
-            state["sin_cached"],
+            owned(state["cos_cached"]),
+            owned(state["sin_cached"]),
             state["interleaved"],
             state["shared"],
         )
@@ -587,6 +589,7 @@ def neg_half(x: Any, dim: int = 0) -> np.ndarray:
             f"(0-based; Julia's dim=k is dim=k-1 here), got {dim}"
         )
     if x.dtype == np.bool_:
+        holdable(x.shape, np.int64, "neg_half's result")  # 8 bytes for each bool's 1
         x = x.astype(np.int64)
     n = x.shape[dim]
     d2 = n // 2

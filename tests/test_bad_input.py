@@ -3,6 +3,7 @@ MemoryError before any work, or gives the right answer; no input ever changes.""
 
 from __future__ import annotations
 
+import tracemalloc
 import warnings
 from functools import partial
 
@@ -238,6 +239,16 @@ def test_sizes_no_machine_could_hold_raise_memory_error_at_once(make):
         make()
 
 
+def test_neg_half_of_bools_no_machine_could_hold_as_int64_raises_memory_error_at_once():
+    """A broadcast bool input (which takes no memory) whose int64 result no
+    machine could hold: a MemoryError naming the shape, not numpy's "array
+    is too big".  (Other results take the input's itemsize, as the layout
+    conversions' do: numpy holds the input, so it holds them.)"""
+    x = np.broadcast_to(np.True_, (2**31, 2**31))
+    with pytest.raises(MemoryError, match=r"of shape \(2147483648, 2147483648\) and dtype int64"):
+        neg_half(x, 1)
+
+
 @pytest.mark.parametrize("method", ["__call__", "backward"])
 def test_an_output_no_machine_could_hold_is_refused_before_the_ids_are_read(method):
     """A broadcast input of 2**58 positions (which takes no memory) whose
@@ -356,3 +367,22 @@ def test_integers_beyond_64_bits_are_named_as_such(call, name, ids):
     furthest = max(ids, key=abs)
     with pytest.raises(ValueError, match=rf"^{name} must fit in 64-bit integers, got {furthest}"):
         call(ids)
+
+
+@pytest.mark.parametrize(
+    "sin_cached",
+    ["no table", np.zeros((8, 5), np.float32), np.zeros((8, 10**6), np.float64)],
+    ids=["not an array", "another shape", "another dtype"],
+)
+def test_from_tables_checks_both_tables_before_copying_either(sin_cached):
+    """A bad ``sin_cached`` is refused before the 32 MB ``cos_cached`` is
+    copied (the copy came first, and the dtype check ran on the copies)."""
+    cos = np.zeros((8, 10**6), np.float32)
+    tracemalloc.start()
+    try:
+        with pytest.raises((TypeError, ValueError), match="sin_cached"):
+            RoPE.from_tables(8, cos, sin_cached)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < cos.nbytes // 4

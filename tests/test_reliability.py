@@ -14,6 +14,7 @@ import sys
 import tempfile
 import textwrap
 import threading
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -203,6 +204,29 @@ def test_used_encodings_pickle_and_copy():
         assert not twin.cos_cached.flags.writeable and not twin.sin_cached.flags.writeable
     for twin in (pickle.loads(pickle.dumps(pe)), copy.deepcopy(pe)):  # were writeable
         assert not twin.embeddings.flags.writeable
+
+
+@pytest.mark.parametrize("make", [partial(RoPE, 8, 6), partial(AbsolutePE, 8, 6)])
+def test_tables_unpickled_from_out_of_band_buffers_are_the_layer_s_own(make):
+    """Pickle's out-of-band buffers (protocol 5) are the caller's, and may
+    be writeable: the unpickled layer's tables are copies, so writing the
+    buffers changes neither them nor its calls in any layout (its calls
+    read copies of the tables, which would then disagree with them)."""
+    layer = make()
+    buffers: list[pickle.PickleBuffer] = []
+    data = pickle.dumps(layer, protocol=5, buffer_callback=buffers.append)
+    raw = [bytearray(buffer.raw()) for buffer in buffers]
+    assert raw  # the tables went out of band
+    twin = pickle.loads(data, buffers=raw)
+    x = np.ones((8, 6, 3) if isinstance(layer, RoPE) else (6, 8, 3), np.float32)
+    expected = [layer(x), layer(np.asfortranarray(x))]
+    for buffer in raw:
+        buffer[:] = bytes(len(buffer))  # every table entry 0
+    assert_bitwise_equal(twin(x), expected[0])
+    assert_bitwise_equal(twin(np.asfortranarray(x)), expected[1])
+    for table in ("cos_cached", "sin_cached", "embeddings"):
+        if hasattr(layer, table):
+            assert_bitwise_equal(getattr(twin, table), getattr(layer, table))
 
 
 class _PickledBefore:
