@@ -320,8 +320,10 @@ def resolve_positions(
     table_length: int,
     offset: Any = 0,
     positions: Any = None,
+    name: str = "x",
 ) -> int | np.ndarray:
-    """Where each sequence position reads the cached tables.
+    """Where each sequence position reads the cached tables, for the input
+    called ``name`` in errors (``dy`` in a backward pass).
 
     Returns the ``offset`` (an int: positions ``offset .. offset+seq_len-1``),
     or the position ids as an intp array of shape ``(seq_len,)`` or
@@ -334,7 +336,7 @@ def resolve_positions(
         if seq_len + offset > table_length:
             start = f" from offset {offset}" if offset else ""
             raise ValueError(
-                f"Sequence length exceeds maximum length: x has seq_len {seq_len}"
+                f"Sequence length exceeds maximum length: {name} has seq_len {seq_len}"
                 f"{start}, the tables hold {table_length}"
             )
         return offset

@@ -200,7 +200,7 @@ class LearnedPE:
                 "Channel dimension must match embedding size: expected "
                 f"{table.shape[1]}, got {channels}"
             )
-        start = resolve_positions(seq_len, (), table.shape[0], offset)
+        start = resolve_positions(seq_len, (), table.shape[0], offset, name="dy")
         # Summed in the machine's byte order: numpy would sum another in
         # chunks of its casting buffer, to other bits.
         dx = dy.astype(native(dy.dtype), order="K")

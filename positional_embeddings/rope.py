@@ -417,7 +417,9 @@ class RoPE:
         out = output_for(x, promote(x.dtype, self.cos_cached.dtype), out, name)
         # After the output, which fails at once where no memory could hold
         # it, before ids as many as its positions are read.
-        where = resolve_positions(seq_len, x.shape[1:], self.cos_cached.shape[1], offset, positions)
+        where = resolve_positions(
+            seq_len, x.shape[1:], self.cos_cached.shape[1], offset, positions, name
+        )
         if gradient and x.dtype.kind in "biu":
             # The loop negates a partner channel and the sin table: in an
             # integer type that negation wraps (uint8 1 to 255, int8 -128 to

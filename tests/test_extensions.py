@@ -392,6 +392,8 @@ def test_backward_with_offset_and_out():
     out = np.empty_like(dy)
     assert rope.backward(dy, out=out, offset=4) is out
     assert_bitwise_equal(out, rope.backward(full)[:, 4:7])
+    with pytest.raises(ValueError, match="exceeds maximum length: dy has seq_len 3 from offset 8"):
+        rope.backward(dy, offset=8)  # named as the backward pass's other errors name it
 
 
 # --- AbsolutePE: offset and batch-first ----------------------------------------------
