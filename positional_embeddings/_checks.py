@@ -33,6 +33,7 @@ __all__ = [
     "output_for",
     "plain_array",
     "promote",
+    "refuse_wide_ints",
     "resolve_positions",
 ]
 
@@ -148,6 +149,7 @@ def as_array(x: Any, name: str, min_ndim: int) -> np.ndarray:
     array = plain_array(x, name)
     dtype = native(array.dtype)
     if not (dtype.kind in "biu" or dtype in _FLOAT_DTYPES):
+        refuse_wide_ints(x, array, name)
         raise TypeError(f"{name} must have a bool, integer or float16/32/64 dtype, got {dtype}")
     if array.ndim < min_ndim:
         raise ValueError(
@@ -165,13 +167,29 @@ def in_machine_order(array: np.ndarray) -> np.ndarray:
 
 def plain_array(value: Any, name: str) -> np.ndarray:
     """``np.asarray(value)``, refusing masked arrays: their mask would be
-    dropped and the masked elements' hidden values used."""
+    dropped and the masked elements' hidden values used.  What numpy cannot
+    make an array of (ragged lists) raises its ``ValueError``, naming
+    ``name``."""
     if isinstance(value, np.ma.MaskedArray):
         raise TypeError(
             f"{name} must not be a masked array (its mask would be ignored); "
             f"pass {name}.filled(value) or {name}.data"
         )
-    return np.asarray(value)
+    try:
+        return np.asarray(value)
+    except ValueError as error:
+        raise ValueError(f"{name} could not be read as an array: {error}") from None
+
+
+def refuse_wide_ints(value: Any, array: np.ndarray, name: str) -> None:
+    """Python ints that no 64-bit integer holds, which numpy makes float64
+    or objects (not ``value``'s own dtype: ``value`` is no ndarray): a
+    ``ValueError`` naming the one furthest from 0."""
+    if array.dtype.kind in "fO" and array.size and not isinstance(value, np.ndarray):
+        values = np.asarray(value, dtype=object).ravel()
+        if all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in values):
+            furthest = max(values, key=abs)
+            raise ValueError(f"{name} must fit in 64-bit integers, got {furthest}")
 
 
 def integer_array(value: Any, name: str, julia: str = "") -> np.ndarray:
@@ -183,11 +201,7 @@ def integer_array(value: Any, name: str, julia: str = "") -> np.ndarray:
     array = plain_array(value, name)
     if array.dtype.kind in "iu" or not array.size:
         return array
-    if array.dtype.kind in "fO" and not isinstance(value, np.ndarray):
-        values = np.asarray(value, dtype=object).ravel()
-        if all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in values):
-            furthest = max(values, key=abs)
-            raise ValueError(f"{name} must fit in 64-bit integers, got {furthest}")
+    refuse_wide_ints(value, array, name)
     raise TypeError(f"{name} must be integers{julia}, got dtype {array.dtype}")
 
 

@@ -370,6 +370,38 @@ def test_integers_beyond_64_bits_are_named_as_such(call, name, ids):
 
 
 @pytest.mark.parametrize(
+    "call",
+    [ROPE, AbsolutePE(8, 12), neg_half],
+    ids=["RoPE", "AbsolutePE", "neg_half"],
+)
+def test_inputs_of_integers_beyond_64_bits_are_named_as_such(call):
+    """``x`` as Python ints that no 64-bit integer holds (numpy makes them
+    objects): out of range, not of a dtype ("got object") never passed."""
+    x = np.ones((8, 2, 1), np.int64).tolist()
+    x[0][1][0] = -(2**70)
+    with pytest.raises(ValueError, match=rf"^x must fit in 64-bit integers, got {-(2**70)}$"):
+        call(x)
+
+
+@pytest.mark.parametrize(
+    "call, name",
+    [
+        (lambda ragged: ROPE(ragged), "x"),
+        (lambda ragged: RoPE.from_tables(2, ragged, np.ones((2, 2))), "cos_cached"),
+        (lambda ragged: create_padding_mask(ragged, 3), "lengths"),
+        (lambda ragged: interleaved_to_half(ragged), "a"),
+        (lambda ragged: neg_half(ragged), "x"),
+    ],
+    ids=["RoPE", "from_tables", "create_padding_mask", "interleaved_to_half", "neg_half"],
+)
+def test_ragged_lists_are_named(call, name):
+    """numpy's error for a list it cannot make an array of names no
+    argument."""
+    with pytest.raises(ValueError, match=rf"^{name} could not be read as an array: "):
+        call([[1, 2], [3]])
+
+
+@pytest.mark.parametrize(
     "sin_cached",
     ["no table", np.zeros((8, 5), np.float32), np.zeros((8, 10**6), np.float64)],
     ids=["not an array", "another shape", "another dtype"],
