@@ -20,6 +20,7 @@ __all__ = [
     "INT_MAX",
     "MAX_QUERY_OFFSET",
     "as_array",
+    "as_axis",
     "as_flag",
     "as_float_dtype",
     "as_real",
@@ -91,6 +92,18 @@ def as_size(
         limit = "2**63 - 1, Julia's typemax(Int)" if maximum == INT_MAX else maximum
         raise ValueError(f"{name} must be at most {limit}, got {size}")
     return size
+
+
+def as_axis(value: Any, name: str, ndim: int, note: str = "") -> int:
+    """``value`` as an axis of an ``ndim``-d array, negative axes allowed
+    (numpy's convention); either side out of range says the range, with
+    ``note`` after it, if given."""
+    axis = as_size(value, name, minimum=-INT_MAX - 1)
+    if not -ndim <= axis < ndim:
+        raise ValueError(
+            f"{name} must be in [{-ndim}, {ndim - 1}] for a {ndim}-d array{note}, got {axis}"
+        )
+    return axis
 
 
 def as_flag(value: Any, name: str) -> bool:
@@ -345,7 +358,7 @@ def resolve_positions(
     Every position must lie inside the tables.
     """
     if positions is None:
-        if type(offset) is not int or offset < 0:
+        if type(offset) is not int or not 0 <= offset <= INT_MAX:
             offset = as_size(offset, "offset")
         if seq_len + offset > table_length:
             start = f" from offset {offset}" if offset else ""

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ._checks import as_size, native, plain_array
+from ._checks import as_axis, as_size, native, plain_array
 
 __all__ = ["half_to_interleaved", "interleaved_to_half"]
 
@@ -40,9 +40,7 @@ def _convert(a: Any, axis: int, heads: int, to_half: bool) -> np.ndarray:
     array = plain_array(a, "a")
     if array.ndim == 0:
         raise ValueError("expected an array with at least 1 dimension, got a 0-d array")
-    axis = as_size(axis, "axis", minimum=-array.ndim)
-    if axis >= array.ndim:
-        raise ValueError(f"axis must be in [{-array.ndim}, {array.ndim - 1}], got {axis}")
+    axis = as_axis(axis, "axis", array.ndim)
     heads = as_size(heads, "heads", minimum=1)
     length = array.shape[axis]
     if length % heads:

@@ -8,6 +8,7 @@ import numpy as np
 
 from ._checks import (
     as_array,
+    as_axis,
     as_flag,
     as_float_dtype,
     as_real,
@@ -587,12 +588,7 @@ def neg_half(x: Any, dim: int = 0) -> np.ndarray:
         raise TypeError(f"x must have a numeric dtype, got {x.dtype}")
     if x.ndim == 0:
         raise ValueError("x must have at least 1 dimension, got a 0-d array")
-    dim = as_size(dim, "dim", minimum=-x.ndim)
-    if dim >= x.ndim:
-        raise ValueError(
-            f"dim must be in [{-x.ndim}, {x.ndim - 1}] for a {x.ndim}-d array "
-            f"(0-based; Julia's dim=k is dim=k-1 here), got {dim}"
-        )
+    dim = as_axis(dim, "dim", x.ndim, " (0-based; Julia's dim=k is dim=k-1 here)")
     if x.dtype == np.bool_:
         holdable(x.shape, np.int64, "neg_half's result")  # 8 bytes for each bool's 1
         x = x.astype(np.int64)

@@ -418,3 +418,21 @@ def test_from_tables_checks_both_tables_before_copying_either(sin_cached):
     finally:
         tracemalloc.stop()
     assert peak < cos.nbytes // 4
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda offset: ROPE(np.ones((8, 1, 1), np.float32), offset=offset),
+        lambda offset: ROPE.backward(np.ones((8, 1, 1), np.float32), offset=offset),
+        lambda offset: AbsolutePE(8, 12)(np.ones((1, 8, 1), np.float32), offset=offset),
+    ],
+    ids=["RoPE", "RoPE.backward", "AbsolutePE"],
+)
+@pytest.mark.parametrize("offset", [2**64, np.uint64(2**64 - 1), 2**63])
+def test_offsets_beyond_julia_s_int_say_so_whatever_their_type(call, offset):
+    """An offset that Julia's ``Int`` cannot hold is refused as such, a
+    Python int as a numpy one (the Python int said the sequence ran past
+    the tables)."""
+    with pytest.raises(ValueError, match=r"^offset must be at most 2\*\*63 - 1"):
+        call(offset)

@@ -702,7 +702,7 @@ def test_neg_half_bool_gives_int64_without_negative_zero():
 def test_neg_half_errors():
     with pytest.raises(ValueError, match=r"dim must be in \[-3, 2\]"):
         neg_half(np.zeros((2, 2, 2)), 3)
-    with pytest.raises(ValueError, match="dim must be >= -3"):
+    with pytest.raises(ValueError, match=r"dim must be in \[-3, 2\] for a 3-d array \(0-based"):
         neg_half(np.zeros((2, 2, 2)), -4)
     with pytest.raises(TypeError, match="integer"):
         neg_half(np.zeros(2), 0.0)
