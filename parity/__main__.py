@@ -21,8 +21,9 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
-__all__ = ["main"]
+__all__ = ["main", "run"]
 
 PROG = "python -m parity"
 """The command's name in its usage and errors, unless given another."""
@@ -145,14 +146,20 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
     return _report(args, command) if args.command == "report" else _record(args, command)
 
 
-if __name__ == "__main__":
-    # ``exit_with``'s steps, spelt out: importing it would import the
-    # package, and Numba, before Julia starts.
+def run(argv: Sequence[str] | None = None, prog: str = PROG) -> NoReturn:
+    """Exit with ``main(argv, prog)``'s status, without a traceback where
+    the output cannot be written: ``positional_embeddings._output``'s
+    ``exit_with``, spelt out, for importing it would import the package,
+    and Numba, before Julia starts."""
     try:
-        status = main()
+        status = main(argv, prog)
         sys.stdout.flush()
     except OSError as error:
         from positional_embeddings._output import abandon_output
 
-        status = abandon_output(error, PROG)
+        status = abandon_output(error, prog)
     sys.exit(status)
+
+
+if __name__ == "__main__":
+    run()

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import importlib
+import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -90,8 +91,9 @@ def _run_checkout_tool(name: str, argv: list[str]) -> int:
     ``parity``) of the source checkout this package was imported from:
     never a package of that name elsewhere on the path (another project's
     ``benchmarks`` in the current directory, say); its usage and errors
-    name the command.  Outside a checkout, or where the tool cannot be
-    imported, one line on stderr and exit 1."""
+    name the command.  ``parity`` runs in a new interpreter (Julia first).
+    Outside a checkout, or where the tool cannot be imported, one line on
+    stderr and exit 1."""
     package = _CHECKOUT_TOOLS[name]
     command = f"python -m positional_embeddings {name}"
     checkout = Path(__file__).resolve().parent.parent
@@ -103,6 +105,14 @@ def _run_checkout_tool(name: str, argv: list[str]) -> int:
             file=sys.stderr,
         )
         return 1
+    if package == "parity":
+        # Julia must start before Numba loads (both load LLVM), and this
+        # process has loaded Numba: the tool runs in an interpreter of its own.
+        launcher = (
+            "import sys; sys.path.insert(0, sys.argv[1]); "
+            "from parity.__main__ import run; run(sys.argv[3:], sys.argv[2])"
+        )
+        return subprocess.call([sys.executable, "-c", launcher, str(checkout), command, *argv])
     sys.path.insert(0, str(checkout))
     try:
         module = importlib.import_module(f"{package}.__main__")

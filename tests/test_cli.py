@@ -161,19 +161,65 @@ def test_plot_of_a_size_no_memory_holds_fails_in_one_line(tmp_path, kind, option
     assert not any(tmp_path.iterdir())
 
 
+def _status(argv):
+    """What ``main(argv)`` returns, or the status it exits with (argparse's)."""
+    try:
+        return main(argv)
+    except SystemExit as exit:
+        return exit.code
+
+
 @pytest.mark.parametrize("command", ["bench", "parity"])
-def test_bench_and_parity_hand_every_option_over(command, capsys, monkeypatch):
+def test_bench_and_parity_hand_every_option_over(command, capfd, monkeypatch):
     """Options after ``bench`` and ``parity`` are theirs (``--help`` here),
     not the tour's; their usage and errors name the command they were
-    given as."""
+    given as (``parity`` runs in an interpreter of its own: its output is
+    the process's)."""
     monkeypatch.chdir(ROOT)
     for option, status, stream in (("--help", 0, "out"), ("--no-such-option", 2, "err")):
-        with pytest.raises(SystemExit) as caught:
-            main([command, option])
-        assert caught.value.code == status
-        text = getattr(capsys.readouterr(), stream)
+        assert _status([command, option]) == status
+        text = getattr(capfd.readouterr(), stream)
         assert text.startswith(f"usage: python -m positional_embeddings {command} ")
     assert f"python -m positional_embeddings {command}: error: " in text
+
+
+def test_parity_through_the_command_starts_julia_before_numba_loads(tmp_path):
+    """``python -m positional_embeddings parity`` has loaded Numba, which
+    must come after Julia (both load LLVM): the parity tool runs in a new
+    interpreter, where juliacall (a stand-in here, which fails to load)
+    is imported with no Numba loaded."""
+    (tmp_path / "juliacall").mkdir()
+    flag = tmp_path / "numba loaded"
+    (tmp_path / "juliacall" / "__init__.py").write_text(
+        "import pathlib, sys\n"
+        f"pathlib.Path({str(flag)!r}).write_text(str('numba' in sys.modules))\n"
+        "raise ImportError('a stand-in for juliacall')\n"
+    )
+    julia = tmp_path / "julia"
+    julia.write_text("#!/bin/sh\nexit 1\n")
+    julia.chmod(0o755)
+    environment = {
+        name: value
+        for name, value in os.environ.items()
+        if name not in ("PYTHON_JULIACALL_EXE", "PYTHON_JULIAPKG_EXE")
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "positional_embeddings", "parity", "record", "--out", "recorded"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={
+            **environment,
+            "PATH": f"{tmp_path}{os.pathsep}{os.environ['PATH']}",
+            "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}",
+        },
+        timeout=300,
+    )
+    assert result.returncode == 1
+    assert result.stderr.startswith("python -m positional_embeddings parity record: Julia at ")
+    assert "a stand-in for juliacall" in result.stderr
+    assert flag.read_text() == "False"
+    assert not (tmp_path / "recorded").exists()
 
 
 @pytest.mark.parametrize("command,usage", [("bench", "benchmarks"), ("parity", "parity")])
