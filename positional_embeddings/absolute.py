@@ -167,7 +167,7 @@ class AbsolutePE:
             Where to write the result: shape of ``x``, the promoted dtype; may
             be ``x`` itself but not overlap it otherwise.
         offset : int, default 0
-            Opt-in, beyond Julia: position of the first row (seed 004's
+            Opt-in, beyond Julia: position of the first row (a
             ``startPos``, for cached decoding): rows take the embeddings of
             positions ``offset .. offset + seq_len - 1``.
         batch_first : bool, default False

@@ -31,7 +31,7 @@ __all__ = ["LearnedPE", "as_std", "drawn_table", "pickled_table"]
 class LearnedPE:
     """A trainable (max_length, embedding_size) table added to x: ``y = x + pos[:seq_len]``.
 
-    Beyond Julia (seeds 002 and 004 of this project): PyTorch's
+    Beyond Julia: PyTorch's
     ``x + nn.Embedding(max_len, d)(arange(seq_len))``.  Same layouts, checks
     and dtype rules as :class:`AbsolutePE`, sharing its kernels.
 
@@ -176,8 +176,8 @@ class LearnedPE:
         """Vector-Jacobian product: ``(dx, dembeddings)`` for the output gradient ``dy``.
 
         ``dx = dy`` (a copy) and ``dembeddings[offset + s] = sum of dy[s]
-        over the batch``, zero for the other rows (seed 004: ``δx = δy``,
-        ``δpos = δy`` summed over the batch), in the table's dtype: summed
+        over the batch``, zero for the other rows (``δx = δy``, ``δpos =
+        δy`` summed over the batch), in the table's dtype: summed
         in a type that holds every term, then rounded once (rounding each
         term to the table's type first lost cancelling terms): float ``dy``
         in Julia's promotion of its type and the table's (a float64 ``dy``

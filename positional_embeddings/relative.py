@@ -71,7 +71,7 @@ def relative_position_index(
 class RelativePE:
     """Learned embeddings of clipped relative distances (Shaw et al., 2018).
 
-    Beyond Julia (seed 002 of this project): a trainable table of ``2k + 1``
+    Beyond Julia: a trainable table of ``2k + 1``
     rows, one per distance ``j - i`` in ``[-k, k]`` (longer distances are
     clipped), gathered into a (length_q, length_k, embedding_size) tensor.
 

@@ -1,6 +1,6 @@
 """Property-based tests (hypothesis) over shapes, dtypes and memory orders.
 
-The "ci" profile (default) runs a few hundred examples per property; run
+The "ci" profile (default) runs 200 examples per property; run
 ``HYPOTHESIS_PROFILE=long pytest tests/test_properties.py`` for 10,000.
 """
 
