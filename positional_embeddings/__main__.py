@@ -180,7 +180,12 @@ def _parser() -> argparse.ArgumentParser:
     rope.add_argument("--seq-len", type=int, default=256)
     for sub in (absolute, rope):
         sub.add_argument("--base", type=float, default=10_000)
-        sub.add_argument("-o", "--output", required=True, help="file to write (.svg, .png, .pdf)")
+        sub.add_argument(
+            "-o",
+            "--output",
+            required=True,
+            help="file to write (.svg, .png, .pdf); missing folders are made",
+        )
         sub.set_defaults(kind_parser=sub)
     return parser
 

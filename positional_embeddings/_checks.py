@@ -128,11 +128,12 @@ def as_real(value: Any, name: str) -> float:
         raise ValueError(f"{name} is too large for a float64: {value!r}") from None
 
 
-def as_float_dtype(T: Any, name: str = "T", float16: bool = True) -> np.dtype:
+def as_float_dtype(T: Any, name: str = "T", float16: bool = True, julia: bool = True) -> np.dtype:
     """Translate Julia's ``T=Float16/Float32/Float64`` into a numpy float
     dtype, in the machine's byte order.  ``name`` is what the error calls
     ``T``; ``float16`` False refuses float16 too (tables that are trained, or
-    computed in float32 and up)."""
+    computed in float32 and up); ``julia`` False leaves Julia's type names
+    out of the error (a layer Julia does not have)."""
     allowed = _FLOAT_DTYPES if float16 else _FLOAT_DTYPES[1:]
     try:
         dtype = native(np.dtype(T))
@@ -141,9 +142,9 @@ def as_float_dtype(T: Any, name: str = "T", float16: bool = True) -> np.dtype:
     if T is None or not any(dtype == one for one in allowed):
         numpy_names = [f"np.{one.name}" for one in allowed]
         julia_names = "/".join(f"Float{one.itemsize * 8}" for one in allowed)
+        also = f" (Julia's {julia_names})" if julia else ""
         raise TypeError(
-            f"{name} must be {', '.join(numpy_names[:-1])} or {numpy_names[-1]} "
-            f"(Julia's {julia_names}), got {T!r}"
+            f"{name} must be {', '.join(numpy_names[:-1])} or {numpy_names[-1]}{also}, got {T!r}"
         )
     return dtype
 
@@ -223,7 +224,7 @@ def held_table(value: Any, name: str, shape: str, float16: bool) -> np.ndarray:
     ``RelativePE``): a 2-D float array in the machine's byte order, float16
     only if ``float16``.  ``shape`` names its axes in the error."""
     table = plain_array(value, name)
-    as_float_dtype(table.dtype, f"the dtype of {name}", float16=float16)
+    as_float_dtype(table.dtype, f"the dtype of {name}", float16=float16, julia=False)
     if not table.dtype.isnative:
         raise TypeError(
             f"{name} must be in the machine's byte order (the table is used as it is, "

@@ -111,7 +111,7 @@ def alibi_bias(
     length_k = length_q if length_k is None else as_size(length_k, "length_k")
     causal = as_flag(causal, "causal")
     offset = as_size(offset, "offset", maximum=MAX_QUERY_OFFSET)
-    dtype = as_float_dtype(dtype, "dtype", float16=False)
+    dtype = as_float_dtype(dtype, "dtype", float16=False, julia=False)
     holdable((length_k, length_q, n_heads), dtype, "the bias")
     bias = np.empty((length_k, length_q, n_heads), dtype=dtype)
     _alibi_bias_kernel(alibi_slopes(n_heads).astype(dtype), causal, offset, bias)

@@ -81,7 +81,7 @@ class LearnedPE:
         max_length = as_size(max_length, "max_length")
         embedding_size = as_size(embedding_size, "embedding_size")
         std = as_std(std)
-        dtype = as_float_dtype(dtype, "dtype", float16=False)
+        dtype = as_float_dtype(dtype, "dtype", float16=False, julia=False)
         self.embeddings = drawn_table((max_length, embedding_size), std, seed, dtype)
 
     @classmethod

@@ -121,7 +121,7 @@ class RelativePE:
         clip = as_size(max_relative_position, "max_relative_position", maximum=_MAX_CLIP)
         embedding_size = as_size(embedding_size, "embedding_size")
         std = as_std(std)
-        dtype = as_float_dtype(dtype, "dtype")
+        dtype = as_float_dtype(dtype, "dtype", julia=False)
         self.embeddings = drawn_table((2 * clip + 1, embedding_size), std, seed, dtype)
 
     def __getstate__(self) -> dict[str, Any]:

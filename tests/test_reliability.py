@@ -229,6 +229,27 @@ def test_tables_unpickled_from_out_of_band_buffers_are_the_layer_s_own(make):
             assert_bitwise_equal(getattr(twin, table), getattr(layer, table))
 
 
+@pytest.mark.parametrize("make", [partial(LearnedPE, 6, 8), partial(RelativePE, 2, 8)])
+def test_trainable_tables_unpickled_from_out_of_band_buffers_view_them(make):
+    """A trainable table is held as given (``from_table``): unpickled from
+    out-of-band buffers it views them, as a numpy array unpickled from them
+    does, and the layer's calls read what is written there."""
+    layer = make(seed=0)
+    buffers: list[pickle.PickleBuffer] = []
+    data = pickle.dumps(layer, protocol=5, buffer_callback=buffers.append)
+    raw = [bytearray(buffer.raw()) for buffer in buffers]
+    assert len(raw) == 1
+    twin = pickle.loads(data, buffers=raw)
+    assert_bitwise_equal(twin.embeddings, layer.embeddings)
+    raw[0][:] = bytes(len(raw[0]))  # every table entry 0
+    assert not twin.embeddings.any()
+    if isinstance(twin, LearnedPE):
+        x = np.ones((6, 8, 3), np.float32)
+        twin(x)  # remembered, then the buffer written again
+        raw[0][:] = np.ones(len(raw[0]) // 4, np.float32).tobytes()
+        assert_bitwise_equal(twin(x), np.full_like(x, 2))
+
+
 class _PickledBefore:
     """Pickles as the package pickled a LearnedPE or RelativePE before they
     had a ``__getstate__``: Python's state of the slots, ``(None, slots)``."""

@@ -565,7 +565,13 @@ def test_out_beside_x_in_one_array(layer, memory, where):
         ((4.0, 10), {}, TypeError, "head_size must be an integer"),
         ((True, 10), {}, TypeError, "bool"),
         ((4, None), {}, TypeError, "seq_len must be an integer"),
-        ((4, 10), {"T": np.int32}, TypeError, "T must be"),
+        (
+            (4, 10),
+            {"T": np.int32},
+            TypeError,
+            r"^T must be np.float16, np.float32 or np.float64 "
+            r"\(Julia's Float16/Float32/Float64\), got ",
+        ),
         ((4, 10), {"T": "Float32"}, TypeError, "T must be"),
         ((4, 10), {"T": None}, TypeError, "T must be"),
         ((4, 10), {"base": "10000"}, TypeError, "base must be a real number"),
