@@ -397,6 +397,29 @@ def test_stricter_cases_pass_by_raising_value_error_only(tmp_path: Path) -> None
     assert not row.bitwise
 
 
+def test_neg_half_past_the_last_axis_replays_julia_s_bounds_error() -> None:
+    """Julia 0.6.3's ``neg_half`` reads the halves with ``selectdim``,
+    which raises a ``BoundsError`` for a ``dim`` past the last axis (its
+    ``1:1`` is not ``1``): both raise there, so the case is not one where
+    this port is stricter, and replays against Julia's error."""
+    spec = next(
+        case
+        for case in CASES
+        if case.call == "neg_half" and case.x is not None and case.args["dim"] > len(case.x.shape)
+    )
+    assert not spec.stricter_than_julia
+
+    def julia_raises(call: str, args: Mapping[str, Any], x: np.ndarray | None) -> Any:
+        raise bridge.JuliaCallError("BoundsError", "BoundsError: attempt to access ...")
+
+    (case,) = run_matrix([spec], run=julia_raises)
+    (row,) = replay([case])
+    assert row.bitwise and case.error == {
+        "type": "BoundsError",
+        "message": "BoundsError: attempt to access ...",
+    }
+
+
 def test_inputs_replay_in_every_layout() -> None:
     """A runner right on contiguous inputs only, or one that writes into its
     input, is caught: the recorded input is replayed in C, F and strided

@@ -118,10 +118,19 @@ def as_real(value: Any, name: str) -> float:
 
     Julia promotes an integer or Float32 ``base``/``scale`` to Float64 before
     using it; ``float()`` does the same exact conversion (correctly rounded for
-    integers beyond 2**53).
+    integers beyond 2**53).  A fraction (``fractions.Fraction``) is Julia's
+    ``Rational``: within Julia's ``Int`` (``Rational{Int}``) its numerator and
+    denominator are each rounded to Float64, then divided, as Julia converts
+    one (two roundings where either is beyond 2**53, which ``float()`` would
+    round once); beyond (``Rational{BigInt}``, divided as BigFloats) it is
+    rounded once.
     """
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
+    if isinstance(value, numbers.Rational) and not isinstance(value, numbers.Integral):
+        numerator, denominator = int(value.numerator), int(value.denominator)
+        if -INT_MAX - 1 <= numerator <= INT_MAX and denominator <= INT_MAX:
+            return float(numerator) / float(denominator)
     try:
         return float(value)
     except OverflowError:

@@ -33,7 +33,9 @@ class LearnedPE:
 
     Beyond Julia: PyTorch's
     ``x + nn.Embedding(max_len, d)(arange(seq_len))``.  Same layouts, checks
-    and dtype rules as :class:`AbsolutePE`, sharing its kernels.
+    and dtype rules as :class:`AbsolutePE`, sharing its kernels; its sizes
+    come in ``nn.Embedding``'s order, the other way round from
+    ``AbsolutePE(embedding_size, max_length)``, as its table is laid out.
 
     Parameters
     ----------

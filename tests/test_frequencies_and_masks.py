@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import warnings
+from fractions import Fraction
 
 import numpy as np
 import pytest
 
-from positional_embeddings import compute_frequencies, create_causal_mask, create_padding_mask
+from positional_embeddings import (
+    RoPE,
+    compute_frequencies,
+    create_causal_mask,
+    create_padding_mask,
+)
 
 import reference
 from comparisons import ulp_distance
@@ -54,6 +60,30 @@ def test_frequencies_of_extreme_bases_are_ieee_and_silent():
         infinite = compute_frequencies(4, 3, base=np.inf)
     np.testing.assert_array_equal(zero, [[0.0, 1.0, 2.0], [np.nan, np.inf, np.inf]])
     np.testing.assert_array_equal(infinite, [[0.0, 1.0, 2.0], [0.0, 0.0, 0.0]])
+
+
+def test_fraction_bases_and_scales_convert_as_julia_s_rationals():
+    """Julia converts a ``Rational{Int}`` to Float64 as numerator over
+    denominator, each rounded first: (2**54 + 3) // 3 is 6004799503160663.0
+    there, where a correctly rounded conversion gives 6004799503160662.0.
+    Beyond Julia's ``Int`` (``Rational{BigInt}``, through BigFloat) it is
+    rounded once."""
+    julia = float(2**54 + 3) / 3.0
+    assert julia == 6004799503160663.0 != float(Fraction(2**54 + 3, 3))
+    frequencies = compute_frequencies(1000, 2, Fraction(2**54 + 3, 3))
+    assert np.array_equal(frequencies, compute_frequencies(1000, 2, julia))
+    assert not np.array_equal(
+        frequencies, compute_frequencies(1000, 2, float(Fraction(2**54 + 3, 3)))
+    )
+    wide = Fraction(2**70 + 3, 3)  # numerator beyond Int64
+    assert np.array_equal(compute_frequencies(8, 3, wide), compute_frequencies(8, 3, float(wide)))
+    for scale in (Fraction(2**60 + 1, 3), Fraction(1, 2**62 + 3)):
+        expected = RoPE(4, 3, scale=float(scale.numerator) / float(scale.denominator))
+        assert np.array_equal(RoPE(4, 3, scale=scale).cos_cached, expected.cos_cached)
+    assert (
+        RoPE(4, 3, scale=Fraction(1, 3)).cos_cached.tobytes()
+        == RoPE(4, 3, scale=1 / 3).cos_cached.tobytes()
+    )
 
 
 def test_upstream_causal_mask():
