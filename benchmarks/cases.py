@@ -425,10 +425,13 @@ def _absolute_pe(features: int, seq: int) -> AbsolutePE:
     return AbsolutePE(features, max(seq, 1000))
 
 
-def pe_call(settings: Settings, shape: tuple[int, ...], order: str, with_out: bool) -> Row:
-    """``pe(x)`` (group ``pe``) or ``pe(x, out=out)`` (``pe-out``), float32."""
+def pe_call(
+    settings: Settings, shape: tuple[int, ...], dtype: Any, order: str, with_out: bool
+) -> Row:
+    """``pe(x)`` (group ``pe``) or ``pe(x, out=out)`` (``pe-out``) on ``x``
+    of ``dtype`` (float32 or float64; the table is float32 either way)."""
     pe = _absolute_pe(shape[1], shape[0])
-    x = _array(shape, np.float32, order)
+    x = _array(shape, dtype, order)
     contenders, floor = _plain_call(pe, x, "out" if with_out else "new")
     contenders |= {"numpy": pe_numpy(pe, x), "torch": pe_torch(pe, x)}
     group, case = ("pe-out", "pe(x, out=out)") if with_out else ("pe", "pe(x)")
@@ -578,7 +581,8 @@ def all_cases(quick: bool) -> list[Case]:
     call split over one and over two threads at 4, 8, 16 and 64 MB
     ``(128, n, 32)`` with a copy split over two threads beside it, AbsolutePE on the
     Julia docs' ``(100, 512, 32)``, on ``(4096, 512, 16)`` and its decoding
-    step ``(1, 512, 32)`` (and batch-first, ``(32, 1, 512)``), AbsolutePE
+    step ``(1, 512, 32)`` (and batch-first, ``(32, 1, 512)``; ``(4096, 512,
+    16)`` also in float64, 256 MB), AbsolutePE
     batch-first ``(32, 256, 512)`` and RoPE on one batch column ``(128,
     4096, 1)``, RoPE ``(128, 4096, 32)`` stored as (seq, heads, head) and
     AbsolutePE ``(4096, 512, 16)`` stored as (seq, batch, features), the
@@ -634,10 +638,18 @@ def all_cases(quick: bool) -> list[Case]:
     cases.append(Case("decode", partial(pe_decode, order="C", batch_first=True)))
     cases += [Case("decode", partial(pe_decode, order=order, seq=8)) for order in "CF"]
     absolute = size((4096, 512, 16), (64, 512, 2))
-    pe_rows = [("pe", size((100, 512, 32), (10, 512, 4))), ("pe", absolute), ("pe-out", absolute)]
+    pe_rows: list[tuple[str, tuple[int, ...], Any]] = [
+        ("pe", size((100, 512, 32), (10, 512, 4)), np.float32),
+        ("pe", absolute, np.float32),
+        ("pe", absolute, np.float64),
+        ("pe-out", absolute, np.float32),
+    ]
     cases += [
-        Case(group, partial(pe_call, shape=shape, order=order, with_out=group == "pe-out"))
-        for group, shape in pe_rows
+        Case(
+            group,
+            partial(pe_call, shape=shape, dtype=dtype, order=order, with_out=group == "pe-out"),
+        )
+        for group, shape, dtype in pe_rows
         for order in "CF"
     ]
     layout_rows = [
