@@ -120,8 +120,8 @@ def julia_available() -> tuple[bool, str]:
     executable = julia_executable()
     if executable is None:
         return False, (
-            "no Julia found: set PYTHON_JULIACALL_EXE or put julia (1.10 or newer) on the "
-            "PATH to run the live parity suite"
+            "no Julia found: set PYTHON_JULIACALL_EXE (or PYTHON_JULIAPKG_EXE) or put julia "
+            "(1.10 or newer) on the PATH to run the live parity suite"
         )
     if not (os.path.isfile(executable) and os.access(executable, os.X_OK)):
         return False, f"the Julia executable {executable} does not exist or cannot run"

@@ -173,13 +173,19 @@ def _parser() -> argparse.ArgumentParser:
     plot = commands.add_parser("plot", help="draw a figure (needs matplotlib)")
     kinds = plot.add_subparsers(dest="kind", metavar="KIND", required=True)
     absolute = kinds.add_parser("absolute", help="heatmap of AbsolutePE's embeddings")
-    absolute.add_argument("--embedding-size", type=int, default=128)
-    absolute.add_argument("--max-length", type=int, default=100)
+    absolute.add_argument(
+        "--embedding-size", type=int, default=128, help="rows of the table (default: 128)"
+    )
+    absolute.add_argument(
+        "--max-length", type=int, default=100, help="positions drawn (default: 100)"
+    )
     rope = kinds.add_parser("rope", help="RoPE's rotation frequencies")
-    rope.add_argument("--head-size", type=int, default=64)
-    rope.add_argument("--seq-len", type=int, default=256)
+    rope.add_argument("--head-size", type=int, default=64, help="even (default: 64)")
+    rope.add_argument("--seq-len", type=int, default=256, help="positions drawn (default: 256)")
     for sub in (absolute, rope):
-        sub.add_argument("--base", type=float, default=10_000)
+        sub.add_argument(
+            "--base", type=float, default=10_000, help="of the frequencies (default: 10000)"
+        )
         sub.add_argument(
             "-o",
             "--output",
