@@ -89,7 +89,7 @@ def as_size(
     if size < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {size}" + (julia and f" ({julia})"))
     if size > maximum:
-        limit = "2**63 - 1, Julia's typemax(Int)" if maximum == INT_MAX else maximum
+        limit = "2**63 - 1, the largest int64" if maximum == INT_MAX else maximum
         raise ValueError(f"{name} must be at most {limit}, got {size}")
     return size
 
@@ -113,7 +113,7 @@ def as_flag(value: Any, name: str) -> bool:
     return bool(value)
 
 
-def as_real(value: Any, name: str) -> float:
+def as_real(value: Any, name: str, julia: bool = True) -> float:
     """Return a real number (Julia ``::Number``) promoted to float64, as Julia does.
 
     Julia promotes an integer or Float32 ``base``/``scale`` to Float64 before
@@ -122,12 +122,14 @@ def as_real(value: Any, name: str) -> float:
     ``Rational``: within Julia's ``Int`` (``Rational{Int}``) its numerator and
     denominator are each rounded to Float64, then divided, as Julia converts
     one (two roundings where either is beyond 2**53, which ``float()`` would
-    round once); beyond (``Rational{BigInt}``, divided as BigFloats) it is
-    rounded once.
+    round once).  Beyond, Julia's ``Rational{BigInt}`` would promote the
+    whole computation to ``BigFloat``, which float64 tables cannot follow:
+    such a fraction is rounded once, as ``float()`` does.  ``julia`` False
+    (a parameter Julia does not have) rounds every fraction once.
     """
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
-    if isinstance(value, numbers.Rational) and not isinstance(value, numbers.Integral):
+    if julia and isinstance(value, numbers.Rational) and not isinstance(value, numbers.Integral):
         numerator, denominator = int(value.numerator), int(value.denominator)
         if -INT_MAX - 1 <= numerator <= INT_MAX and denominator <= INT_MAX:
             return float(numerator) / float(denominator)

@@ -240,8 +240,9 @@ def pickled_table(state: Any) -> Any:
 
 def as_std(std: Any) -> float:
     """``std`` of a table's initial draws: a real number, finite and >= 0
-    (an infinite one drew a table of infinities)."""
-    std = as_real(std, "std")
+    (an infinite one drew a table of infinities); a fraction rounded once,
+    as numpy's ``normal`` reads it (no Julia layer draws tables)."""
+    std = as_real(std, "std", julia=False)
     if not 0 <= std < math.inf:
         raise ValueError(f"std must be finite and >= 0, got {std}")
     return std

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from functools import partial
 
 import numpy as np
@@ -258,6 +259,17 @@ def test_learned_backward_batch_first_takes_three_dims():
         pe.backward(np.zeros((2, 3, 4, 5)), batch_first=True)
     with pytest.raises(ValueError, match=message.replace("dy", "x", 1)):
         pe(np.zeros((2, 3, 4, 5)), batch_first=True)
+
+
+@pytest.mark.parametrize("make", [LearnedPE, RelativePE])
+def test_a_fraction_std_is_read_as_numpy_reads_it(make):
+    """Julia has no trained tables: a fraction ``std`` is rounded once, as
+    numpy's ``normal`` and torch read it, not as Julia's ``Rational``
+    (numerator and denominator each rounded first, which differ here)."""
+    std = Fraction(2**54 + 3, 3 * 2**53)
+    assert float(std) != float(std.numerator) / float(std.denominator)
+    drawn = make(8, 8, std=std, seed=0, dtype=np.float64).embeddings
+    assert_bitwise_equal(drawn, make(8, 8, std=float(std), seed=0, dtype=np.float64).embeddings)
 
 
 def test_learned_errors():

@@ -66,8 +66,8 @@ def test_fraction_bases_and_scales_convert_as_julia_s_rationals():
     """Julia converts a ``Rational{Int}`` to Float64 as numerator over
     denominator, each rounded first: (2**54 + 3) // 3 is 6004799503160663.0
     there, where a correctly rounded conversion gives 6004799503160662.0.
-    Beyond Julia's ``Int`` (``Rational{BigInt}``, through BigFloat) it is
-    rounded once."""
+    Beyond Julia's ``Int`` (where Julia's ``Rational{BigInt}`` would compute
+    in BigFloat) it is rounded once."""
     julia = float(2**54 + 3) / 3.0
     assert julia == 6004799503160663.0 != float(Fraction(2**54 + 3, 3))
     frequencies = compute_frequencies(1000, 2, Fraction(2**54 + 3, 3))
@@ -75,11 +75,15 @@ def test_fraction_bases_and_scales_convert_as_julia_s_rationals():
     assert not np.array_equal(
         frequencies, compute_frequencies(1000, 2, float(Fraction(2**54 + 3, 3)))
     )
-    wide = Fraction(2**70 + 3, 3)  # numerator beyond Int64
-    assert np.array_equal(compute_frequencies(8, 3, wide), compute_frequencies(8, 3, float(wide)))
-    for scale in (Fraction(2**60 + 1, 3), Fraction(1, 2**62 + 3)):
-        expected = RoPE(4, 3, scale=float(scale.numerator) / float(scale.denominator))
-        assert np.array_equal(RoPE(4, 3, scale=scale).cos_cached, expected.cos_cached)
+    wide = Fraction(2**70 + 2**15 + 1, 3)  # numerator beyond Int64: rounded once
+    assert float(wide) != float(wide.numerator) / 3.0
+    once = compute_frequencies(1000, 3, wide)
+    assert np.array_equal(once, compute_frequencies(1000, 3, float(wide)))
+    assert not np.array_equal(once, compute_frequencies(1000, 3, float(wide.numerator) / 3.0))
+    scale = Fraction(2**54 + 3, 3)
+    tables = RoPE(4, 3, scale=scale, T=np.float64).cos_cached
+    assert np.array_equal(tables, RoPE(4, 3, scale=julia, T=np.float64).cos_cached)
+    assert not np.array_equal(tables, RoPE(4, 3, scale=float(scale), T=np.float64).cos_cached)
     assert (
         RoPE(4, 3, scale=Fraction(1, 3)).cos_cached.tobytes()
         == RoPE(4, 3, scale=1 / 3).cos_cached.tobytes()
