@@ -48,7 +48,10 @@ its own)."""
 
 
 def sample(shape, dtype, seed=0) -> np.ndarray:
-    """Values with the awkward cases mixed in: zeros of both signs, NaN, Inf, extremes."""
+    """Values with the awkward cases mixed in: zeros of both signs, NaN, Inf,
+    extremes, at random places (an eighth of the elements, each special at
+    least once where there is room): both halves of a head, and a channel
+    and its partner, get them."""
     rng = np.random.default_rng(seed)
     dtype = np.dtype(dtype)
     if dtype == np.bool_:
@@ -76,7 +79,8 @@ def sample(shape, dtype, seed=0) -> np.ndarray:
         dtype=dtype,
     )
     flat = x.reshape(-1)
-    flat[: min(flat.size, specials.size)] = specials[: flat.size]
+    count = min(flat.size, max(specials.size, flat.size // 8))
+    flat[rng.permutation(flat.size)[:count]] = np.resize(specials, count)
     return x
 
 
