@@ -72,13 +72,14 @@ def as_size(
     """Return ``value`` as a Python int (Julia ``Int``), rejecting floats and bools.
 
     Julia's constructors take ``::Int`` arguments: ``RoPE(64.0, 10)`` and
-    ``RoPE(true, 10)`` are method errors there, so they are ``TypeError`` here.
-    Numpy integers are accepted.  Below ``minimum``, a ``ValueError`` that
+    ``RoPE(true, 10)`` are method errors there, so they are ``TypeError`` here,
+    as is any value of a bool dtype (a 0-d ``torch.tensor(True)`` has
+    ``__index__``).  Numpy integers are accepted.  Below ``minimum``, a ``ValueError`` that
     ends with ``julia`` in parentheses, if given (what Julia does instead);
     above ``maximum`` (by default ``typemax(Int)``, beyond which Julia's
     ``Int`` cannot convert it), a ``ValueError``.
     """
-    if isinstance(value, (bool, np.bool_)):
+    if isinstance(value, (bool, np.bool_)) or _of_bool_dtype(value):
         raise TypeError(f"{name} must be an integer, got bool {value!r}")
     try:
         size = operator.index(value)
@@ -92,6 +93,12 @@ def as_size(
         limit = "2**63 - 1, the largest int64" if maximum == INT_MAX else maximum
         raise ValueError(f"{name} must be at most {limit}, got {size}")
     return size
+
+
+def _of_bool_dtype(value: Any) -> bool:
+    """Whether ``value`` has a bool ``dtype``: numpy's ``bool``, torch's
+    ``torch.bool``, or any array library's so named."""
+    return str(getattr(value, "dtype", "")).rpartition(".")[2] == "bool"
 
 
 def as_axis(value: Any, name: str, ndim: int, note: str = "") -> int:
@@ -206,27 +213,38 @@ def plain_array(value: Any, name: str) -> np.ndarray:
         raise ValueError(f"{name} could not be read as an array: {error}") from None
 
 
-def refuse_wide_ints(value: Any, array: np.ndarray, name: str) -> None:
+def refuse_wide_ints(value: Any, array: np.ndarray, name: str, int64: bool = False) -> None:
     """Python ints that no 64-bit integer holds, which numpy makes float64
     or objects (not ``value``'s own dtype: ``value`` is no ndarray): a
-    ``ValueError`` naming the one furthest from 0."""
-    if array.dtype.kind in "fO" and array.size and not isinstance(value, np.ndarray):
+    ``ValueError`` naming the one furthest from 0.  ``int64``: also those
+    that only uint64 holds (beyond Julia's ``Int``), which numpy makes
+    uint64 when alone and float64 beside others."""
+    if (
+        array.dtype.kind in ("fOu" if int64 else "fO")
+        and array.size
+        and not isinstance(value, np.ndarray)
+    ):
         values = np.asarray(value, dtype=object).ravel()
         if all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in values):
-            furthest = max(values, key=abs)
-            raise ValueError(f"{name} must fit in 64-bit integers, got {furthest}")
+            wide = [v for v in values if not -INT_MAX - 1 <= v <= INT_MAX] if int64 else values
+            if len(wide):
+                furthest = max(wide, key=abs)
+                raise ValueError(
+                    f"{name} must fit in {'int64' if int64 else '64-bit integers'}, got {furthest}"
+                )
 
 
 def integer_array(value: Any, name: str, julia: str = "") -> np.ndarray:
     """``plain_array(value, name)`` of integers, or of nothing (``[]``,
     which numpy makes float64: the callers say what that means).  Python
-    ints that no 64-bit integer holds, which numpy makes float64 or
-    objects, are refused as out of range; other elements name their dtype
-    (``julia``, if given, Julia's type, follows "must be integers")."""
+    ints beyond int64 (Julia's ``Int``), which numpy makes uint64, float64
+    or objects, are refused as out of range; other elements name their
+    dtype (``julia``, if given, Julia's type, follows "must be integers").
+    An ndarray is taken in its own integer dtype, uint64 included."""
     array = plain_array(value, name)
+    refuse_wide_ints(value, array, name, int64=True)
     if array.dtype.kind in "iu" or not array.size:
         return array
-    refuse_wide_ints(value, array, name)
     raise TypeError(f"{name} must be integers{julia}, got dtype {array.dtype}")
 
 

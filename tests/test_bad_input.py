@@ -359,14 +359,27 @@ def test_a_bad_seed_is_named(make, seed, error):
         (lambda ids: t5_relative_position_bucket(ids), "relative_position"),
     ],
 )
-@pytest.mark.parametrize("ids", [[2**63, -1], [2**70, 3], (3, -(2**64))])
+@pytest.mark.parametrize(
+    "ids", [[2**63, -1], [2**70, 3], (3, -(2**64)), [2**64 - 1], [2**64 - 1, 1], [2**63, 1]]
+)
 def test_integers_beyond_64_bits_are_named_as_such(call, name, ids):
-    """Python ints that no 64-bit integer holds (numpy makes them float64 or
-    objects) are refused as out of range, naming the one furthest from 0:
-    the error said the ints were no integers, of a dtype never passed."""
+    """Python ints beyond int64, Julia's ``Int`` (numpy makes them uint64
+    when alone, float64 or objects beside others), are refused as out of
+    range, naming the one furthest from 0: the error said the ints were no
+    integers, of a dtype never passed, and a lone one was taken as uint64
+    where two were refused."""
     furthest = max(ids, key=abs)
-    with pytest.raises(ValueError, match=rf"^{name} must fit in 64-bit integers, got {furthest}"):
+    with pytest.raises(ValueError, match=rf"^{name} must fit in int64, got {furthest}$"):
         call(ids)
+
+
+def test_uint64_arrays_of_ids_are_taken_as_they_are():
+    """An ndarray keeps its own dtype: uint64 lengths beyond int64 are
+    lengths beyond every position (no padding)."""
+    lengths = np.array([2**64 - 1, 1], np.uint64)
+    np.testing.assert_array_equal(
+        create_padding_mask(lengths, 2)[0], [[False, False], [False, True]]
+    )
 
 
 @pytest.mark.parametrize(

@@ -116,6 +116,27 @@ def test_causal_mask_errors(seq_len, error, match):
         create_causal_mask(seq_len)
 
 
+class _BoolScalar:
+    """A 0-d bool of another array library, as ``torch.tensor(True)`` is:
+    it converts to an index (``__index__``) and names its dtype."""
+
+    dtype = "torch.bool"
+
+    def __index__(self) -> int:
+        return 1
+
+    def __repr__(self) -> str:
+        return "tensor(True)"
+
+
+@pytest.mark.parametrize("value", [_BoolScalar(), np.array(True)])
+def test_sizes_of_a_bool_dtype_are_refused(value):
+    with pytest.raises(TypeError, match="seq_len must be an integer, got bool"):
+        create_causal_mask(value)
+    with pytest.raises(TypeError, match="max_len must be an integer, got bool"):
+        create_padding_mask([1], value)
+
+
 def test_upstream_padding_mask():
     """Julia's own test: lengths [2, 3, 1], max_len 4 gives size (1, 4, 3)."""
     expected = np.array([[0, 0, 1, 1], [0, 0, 0, 1], [0, 1, 1, 1]], dtype=bool).T.reshape(1, 4, 3)
