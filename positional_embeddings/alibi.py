@@ -17,7 +17,10 @@ def alibi_slopes(n_heads: int) -> np.ndarray:
     """The per-head slopes of ALiBi, by the paper's rule.
 
     For a power of two n: ``2^(-8/n), 2^(-16/n), ..., 2^(-8)`` (start and
-    ratio ``2^(-8/n)``).  Otherwise the slopes of the nearest lower power of
+    ratio ``2^(-8/n)``), computed as the paper's code computes them,
+    ``start * start**i`` in float64: from 16 heads on a few ULP from
+    ``2^(-8k/n)``, tens of ULP from 128 (``alibi_slopes(16)[-1]`` is
+    ``0.003906250000000004``, not ``2**-8``).  Otherwise the slopes of the nearest lower power of
     two, followed by every other slope of the next power of two, as many as
     are missing.
 

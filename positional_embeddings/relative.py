@@ -193,8 +193,9 @@ def t5_relative_position_bucket(
 ) -> np.ndarray:
     """T5's bucket of each relative position (key position minus query position).
 
-    Distances below ``num_buckets // 2`` (per direction when bidirectional)
-    get a bucket each; longer ones share logarithmically wider buckets up
+    Distances below ``num_buckets // 2``, or ``num_buckets // 4`` per
+    direction when bidirectional (each direction then has half the
+    buckets), get a bucket each; longer ones share logarithmically wider buckets up
     to ``max_distance``, beyond which everything falls in the last bucket.
 
     Parameters
