@@ -161,6 +161,8 @@ class RelativePE:
         length_q, length_k = as_size(length_q, "length_q"), as_size(length_k, "length_k")
         offset = as_size(offset, "offset", maximum=MAX_QUERY_OFFSET)
         holdable((length_q, length_k, table.shape[1]), table.dtype, "the embeddings")
+        if not table.shape[1]:
+            return np.empty((length_q, length_k, 0), dtype=table.dtype)
         index = relative_position_index(length_q, length_k, table.shape[0] // 2, offset=offset)
         gathered = np.empty((*index.shape, table.shape[1]), dtype=table.dtype)
         storage = np.uint16 if table.dtype == np.float16 else table.dtype

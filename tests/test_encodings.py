@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import tracemalloc
 from fractions import Fraction
 from functools import partial
 
@@ -343,6 +344,20 @@ def test_relative_embeddings_gather_the_table(dtype):
     gathered = rel(4, 9)
     assert gathered.shape == (4, 9, 5) and gathered.dtype == dtype
     assert_bitwise_equal(gathered, rel.embeddings[relative_position_index(4, 9, 3)])
+
+
+def test_relative_embeddings_of_no_features_build_no_index():
+    """With ``embedding_size`` 0 the result is empty whatever the lengths:
+    it comes without the (length_q, length_k) int64 index (128 MB here)."""
+    rel = RelativePE(1, 0, seed=0, dtype=np.float64)
+    tracemalloc.start()
+    try:
+        gathered = rel(4000, 4000)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert gathered.shape == (4000, 4000, 0) and gathered.dtype == np.float64
+    assert peak < 2**20
 
 
 @pytest.mark.parametrize("make", [RelativePE, LearnedPE])
