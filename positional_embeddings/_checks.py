@@ -226,7 +226,7 @@ def refuse_wide_ints(value: Any, array: np.ndarray, name: str, int64: bool = Fal
     ):
         values = np.asarray(value, dtype=object).ravel()
         if all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in values):
-            wide = [v for v in values if not -INT_MAX - 1 <= v <= INT_MAX] if int64 else values
+            wide = [v for v in values if not -INT_MAX - 1 <= v <= INT_MAX]
             if len(wide):
                 furthest = max(wide, key=abs)
                 raise ValueError(
