@@ -342,8 +342,9 @@ class RoPE:
             ``out`` of the wrong type or dtype.
         ValueError
             Fewer than 3 dims; "Head dimension must match, expected 64, got
-            32"; "Sequence length exceeds maximum length" (positions beyond
-            the tables); a bad ``out``.
+            32"; "Sequence length exceeds maximum length" (``seq_len`` plus
+            ``offset`` beyond the tables); "positions must lie in [0, L)"
+            (ids beyond the tables' length ``L``); a bad ``out``.
         """
         y = self._direct.call(x, out, offset, positions)
         if y is not None:
