@@ -63,7 +63,9 @@ class DirectCalls:
     kind on arrays of the same layouts: the next such call skips the checks'
     slow path, the choice of loop and Numba's type dispatch, and is checked
     only for what can change between two such calls (the offset's or the
-    ids' range; ``out``'s flags and overlap with ``x`` and the ids).  A record's
+    ids' range; ``out``'s flags and overlap with ``x`` and the ids; the
+    alignment of ``x`` and of the ids, whose loops were compiled for
+    aligned arrays).  A record's
     key is ``x``'s shape, strides and dtype, then what the call writes
     into: ``NEW`` (a new output, laid out as ``np.empty_like(x)``),
     ``IN_PLACE`` (``x`` itself), the axes ``x`` is viewed in (a new output
@@ -157,6 +159,8 @@ class DirectCalls:
                     return None
             if ids.dtype is not _INTP and ids.dtype.kind in "iu":
                 ids = ids.astype(np.intp)  # as ``resolve_positions`` converts them
+            elif not ids.flags.aligned:
+                return None
             record = self._records.get((*key, ids.shape, ids.strides, ids.dtype))
             if record is None or not ids_within(ids, record[0] + shape[1]):
                 return None
@@ -165,31 +169,35 @@ class DirectCalls:
             where = ids
         _, entry, args, length, order, dtype = record
         y: np.ndarray | None
-        if out is None and axes is None:
-            y = np.empty_like(x, dtype) if order is None else np.empty(shape, dtype, order)
-            result = y
-        elif out is None:  # laid out as for the caller's array, x.transpose(back)
-            order, made_shape, back = order
-            if order is None:
-                result = np.empty_like(x.transpose(back), dtype)
-            else:
-                result = np.empty(made_shape, dtype, order)
-            y = result.transpose(axes)
-        elif out is x:
+        if out is x:
             if not x.flags.behaved:
                 return None
             y = None
             result = x
         else:
-            # Left to the checks: what they refuse, and an out within x's bounds,
-            # which they tell apart exactly (``may_share``, inlined: the flags are
-            # read once, each read building an object).
-            flags = out.flags
-            if not flags.behaved or (
-                not (flags.owndata and x.flags.owndata) and may_share_memory(x, out)
-            ):
+            # Each flags read builds an object: x's is read once.
+            x_flags = x.flags
+            if not x_flags.aligned:
                 return None
-            y = result = out
+            if out is None and axes is None:
+                y = np.empty_like(x, dtype) if order is None else np.empty(shape, dtype, order)
+                result = y
+            elif out is None:  # laid out as for the caller's array, x.transpose(back)
+                order, made_shape, back = order
+                if order is None:
+                    result = np.empty_like(x.transpose(back), dtype)
+                else:
+                    result = np.empty(made_shape, dtype, order)
+                y = result.transpose(axes)
+            else:
+                # Left to the checks: what they refuse, and an out within x's
+                # bounds, which they tell apart exactly (``may_share``, inlined).
+                flags = out.flags
+                if not flags.behaved or (
+                    not (flags.owndata and x_flags.owndata) and may_share_memory(x, out)
+                ):
+                    return None
+                y = result = out
         if len(args) == _ROPE_ARGUMENTS:
             # Spelt out: Python builds a call with a starred argument among
             # others as a list, then a tuple.
@@ -226,7 +234,7 @@ class DirectCalls:
         argument), so it is not asked again while a record for such calls
         covers ``last``, nor for what ``call`` never accepts (an ``out``
         within ``x``'s bounds: another view of its elements, written in
-        place, or one among them; an unaligned one), nor for layouts
+        place, or one among them; an unaligned ``out``, ``x`` or ids), nor for layouts
         refused before.  A record that covers less is looked for again
         after a checked call it could not have served (which grew the copy,
         or found it large enough for the call); not after one it could
@@ -249,6 +257,8 @@ class DirectCalls:
         if key in self._refused:
             return
         if not new and not out.flags.behaved:  # never accepted by ``call``
+            return
+        if not x.flags.aligned or (ids is not None and not ids.flags.aligned):  # nor these
             return
         if not in_place and not new and may_share(x, out):
             return

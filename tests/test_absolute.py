@@ -282,6 +282,45 @@ def test_calls_off_the_direct_path_do_not_search_for_it_every_time(monkeypatch):
     assert len(searches) == searched + 2  # one for each layer's layout
 
 
+def _unaligned(a: np.ndarray) -> np.ndarray:
+    """A copy of ``a`` (C order) at an address no element of its dtype is aligned to."""
+    memory = np.frombuffer(bytearray(a.nbytes + 1), np.uint8)[1:]
+    copy = memory.view(a.dtype).reshape(a.shape)
+    copy[...] = a
+    assert not copy.flags.aligned
+    return copy
+
+
+def test_remembered_calls_leave_unaligned_inputs_to_the_checks():
+    """A remembered loop was compiled for aligned arrays (Numba's loads then
+    assume each element's alignment): an unaligned ``x`` or unaligned ids of
+    a remembered layout are left to the checked path, which runs the loop
+    compiled for unaligned arrays; and a call on them is not remembered."""
+    rope, pe = RoPE(16, 40), AbsolutePE(16, 40)
+    x, step = sample((16, 1, 8), np.float32, seed=19), sample((1, 16, 8), np.float32, seed=20)
+    ids = np.array([3])
+    cases = ((rope, x, {"offset": 3}), (rope, x, {"positions": ids}), (pe, step, {"offset": 3}))
+    for layer, a, kwargs in cases:
+        where = (kwargs.get("offset", 0), kwargs.get("positions"))
+        out = np.empty_like(a)
+        expected = layer(a, **kwargs)
+        assert_bitwise_equal(layer(a, out=out, **kwargs), expected)
+        assert layer._direct.call(a, None, *where) is not None  # both remembered
+        assert layer._direct.call(a, out, *where) is out
+        crooked = _unaligned(a)
+        assert layer._direct.call(crooked, None, *where) is None
+        assert layer._direct.call(crooked, out, *where) is None
+        assert_bitwise_equal(layer(crooked, **kwargs), expected)
+        assert_bitwise_equal(layer(crooked, out=out, **kwargs), expected)
+    crooked_ids = _unaligned(ids)
+    assert rope._direct.call(x, None, 0, crooked_ids) is None
+    assert_bitwise_equal(rope(x, positions=crooked_ids), rope(x, offset=3))
+    fresh = RoPE(16, 40)
+    fresh(_unaligned(x), offset=3)
+    fresh(x, positions=crooked_ids)
+    assert not fresh._direct
+
+
 class Subclass(np.ndarray):
     """An ndarray subclass, which the layers take through their checks."""
 
