@@ -261,8 +261,7 @@ def test_calls_off_the_direct_path_do_not_search_for_it_every_time(monkeypatch):
         assert rope(same, out=same.view(), offset=position).base is same  # in place, another view
         assert_bitwise_equal(same, by_position[position])
     assert len(searches) == searched + 1
-    memory = np.frombuffer(bytearray(y.nbytes + 1), np.uint8)[1:]
-    unaligned = memory.view(np.float32).reshape(y.shape)  # never taken by the direct path
+    unaligned = _unaligned(y)  # never taken by the direct path
     for position in range(5):
         assert_bitwise_equal(rope(y, offset=position), by_position[position])
         assert rope(y, out=unaligned, offset=position) is unaligned
