@@ -34,7 +34,6 @@ __all__ = [
     "output_for",
     "plain_array",
     "promote",
-    "refuse_wide_ints",
     "resolve_positions",
 ]
 
@@ -181,7 +180,6 @@ def as_array(x: Any, name: str, min_ndim: int) -> np.ndarray:
     array = plain_array(x, name)
     dtype = native(array.dtype)
     if not (dtype.kind in "biu" or dtype in _FLOAT_DTYPES):
-        refuse_wide_ints(x, array, name)
         raise TypeError(f"{name} must have a bool, integer or float16/32/64 dtype, got {dtype}")
     if array.ndim < min_ndim:
         raise ValueError(
@@ -197,20 +195,24 @@ def in_machine_order(array: np.ndarray) -> np.ndarray:
     return array if array.dtype.isnative else array.astype(native(array.dtype), order="K")
 
 
-def plain_array(value: Any, name: str) -> np.ndarray:
+def plain_array(value: Any, name: str, int64: bool = False) -> np.ndarray:
     """``np.asarray(value)``, refusing masked arrays: their mask would be
-    dropped and the masked elements' hidden values used.  What numpy cannot
-    make an array of (ragged lists) raises its ``ValueError``, naming
-    ``name``."""
+    dropped and the masked elements' hidden values used; and Python ints
+    that no 64-bit integer holds (``refuse_wide_ints``, with ``int64``),
+    which numpy would round to float64 or keep as objects.  What numpy
+    cannot make an array of (ragged lists) raises its ``ValueError``,
+    naming ``name``."""
     if isinstance(value, np.ma.MaskedArray):
         raise TypeError(
             f"{name} must not be a masked array (its mask would be ignored); "
             f"pass {name}.filled(value) or {name}.data"
         )
     try:
-        return np.asarray(value)
+        array = np.asarray(value)
     except ValueError as error:
         raise ValueError(f"{name} could not be read as an array: {error}") from None
+    refuse_wide_ints(value, array, name, int64)
+    return array
 
 
 def refuse_wide_ints(value: Any, array: np.ndarray, name: str, int64: bool = False) -> None:
@@ -220,9 +222,9 @@ def refuse_wide_ints(value: Any, array: np.ndarray, name: str, int64: bool = Fal
     that only uint64 holds (beyond Julia's ``Int``), which numpy makes
     uint64 when alone and float64 beside others."""
     if (
-        array.dtype.kind in ("fOu" if int64 else "fO")
+        not isinstance(value, np.ndarray)
+        and array.dtype.kind in ("fOu" if int64 else "fO")
         and array.size
-        and not isinstance(value, np.ndarray)
     ):
         values = np.asarray(value, dtype=object).ravel()
         if all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in values):
@@ -241,8 +243,7 @@ def integer_array(value: Any, name: str, julia: str = "") -> np.ndarray:
     or objects, are refused as out of range; other elements name their
     dtype (``julia``, if given, Julia's type, follows "must be integers").
     An ndarray is taken in its own integer dtype, uint64 included."""
-    array = plain_array(value, name)
-    refuse_wide_ints(value, array, name, int64=True)
+    array = plain_array(value, name, int64=True)
     if array.dtype.kind in "iu" or not array.size:
         return array
     raise TypeError(f"{name} must be integers{julia}, got dtype {array.dtype}")

@@ -20,7 +20,6 @@ from ._checks import (
     output_for,
     plain_array,
     promote,
-    refuse_wide_ints,
     resolve_positions,
 )
 from ._direct import DirectCalls
@@ -582,10 +581,8 @@ def neg_half(x: Any, dim: int = 0) -> np.ndarray:
     >>> neg_half(np.array([1, 2, 3]))
     array([-2, -3,  1])
     """
-    given = x
     x = plain_array(x, "x")
     if x.dtype.kind not in "biufc":
-        refuse_wide_ints(given, x, "x")
         raise TypeError(f"x must have a numeric dtype, got {x.dtype}")
     if x.ndim == 0:
         raise ValueError("x must have at least 1 dimension, got a 0-d array")

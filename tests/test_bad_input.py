@@ -387,13 +387,28 @@ def test_uint64_arrays_of_ids_are_taken_as_they_are():
     [ROPE, AbsolutePE(8, 12), neg_half],
     ids=["RoPE", "AbsolutePE", "neg_half"],
 )
-def test_inputs_of_integers_beyond_64_bits_are_named_as_such(call):
-    """``x`` as Python ints that no 64-bit integer holds (numpy makes them
-    objects): out of range, not of a dtype ("got object") never passed."""
+@pytest.mark.parametrize("wide", [-(2**70), 2**63 + 1])
+def test_inputs_of_integers_beyond_64_bits_are_named_as_such(call, wide):
+    """``x`` as Python ints that no 64-bit integer holds together (numpy
+    makes them objects, or float64 where uint64 holds one and int64 the
+    rest, rounding it): out of range, never passed on as objects or rounded
+    floats."""
     x = np.ones((8, 2, 1), np.int64).tolist()
-    x[0][1][0] = -(2**70)
-    with pytest.raises(ValueError, match=rf"^x must fit in 64-bit integers, got {-(2**70)}$"):
+    x[0][1][0], x[1][0][0] = wide, -1
+    with pytest.raises(ValueError, match=rf"^x must fit in 64-bit integers, got {wide}$"):
         call(x)
+
+
+def test_tables_and_layouts_of_integers_beyond_64_bits_are_refused():
+    """The same for every array_like read as numbers: a learned table, a
+    converter's input."""
+    wide = [[2**63 + 1, -1]]
+    with pytest.raises(
+        ValueError, match=rf"^embeddings must fit in 64-bit integers, got {wide[0][0]}$"
+    ):
+        LearnedPE.from_table(wide)
+    with pytest.raises(ValueError, match=rf"^a must fit in 64-bit integers, got {wide[0][0]}$"):
+        interleaved_to_half(wide)
 
 
 @pytest.mark.parametrize(
