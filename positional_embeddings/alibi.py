@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import math
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -44,20 +46,18 @@ def alibi_slopes(n_heads: int) -> np.ndarray:
     """
     n_heads = as_size(n_heads, "n_heads", minimum=1)
     holdable((n_heads,), np.float64, "the slopes")
-    slopes = np.empty(n_heads)
-    slopes[:] = _slopes(n_heads)
-    return slopes
+    closest = 1 << (n_heads.bit_length() - 1)  # the largest power of two up to n_heads
+    slopes = itertools.chain(
+        _powers(closest, closest, 1), _powers(2 * closest, n_heads - closest, 2)
+    )
+    return np.fromiter(slopes, np.float64, n_heads)
 
 
-def _slopes(n: int) -> list[float]:
-    def power_of_two(count: int) -> list[float]:
-        start = 2.0 ** (-(2.0 ** -(math.log2(count) - 3)))
-        return [start * start**i for i in range(count)]
-
-    if math.log2(n).is_integer():
-        return power_of_two(n)
-    closest = 2 ** math.floor(math.log2(n))
-    return power_of_two(closest) + _slopes(2 * closest)[0::2][: n - closest]
+def _powers(heads: int, count: int, step: int) -> Iterator[float]:
+    """The first ``count`` of every ``step``-th slope of ``heads`` heads (a
+    power of two), as the paper's code computes them, one at a time."""
+    start = 2.0 ** (-(2.0 ** -(math.log2(heads) - 3)))
+    return (start * start**i for i in range(0, step * count, step))
 
 
 def alibi_bias(
@@ -117,5 +117,7 @@ def alibi_bias(
     dtype = as_float_dtype(dtype, "dtype", float16=False, julia=False)
     holdable((length_k, length_q, n_heads), dtype, "the bias")
     bias = np.empty((length_k, length_q, n_heads), dtype=dtype)
+    if not bias.size:
+        return bias
     _alibi_bias_kernel(alibi_slopes(n_heads).astype(dtype), causal, offset, bias)
     return bias

@@ -19,14 +19,20 @@ def frequency_bands(dim: int, base: float) -> np.ndarray:
     """
     count = (dim + 1) // 2
     holdable((count,), np.float64, "the frequencies")
+    _check_base(count, base)
+    theta = np.empty(count)
+    inverse_frequencies(dim, base, theta)
+    return theta
+
+
+def _check_base(count: int, base: float) -> None:
+    """Refuse a negative ``base`` for ``count`` frequencies where Julia's
+    ``^`` throws ``DomainError`` (a fractional exponent: ``count`` above 1)."""
     if base < 0 and count > 1:
         raise ValueError(
             f"base must not be negative, got {base}: base^((2i)/dim) would be "
             "complex (Julia raises DomainError)"
         )
-    theta = np.empty(count)
-    inverse_frequencies(dim, base, theta)
-    return theta
 
 
 def compute_frequencies(dim: int, seq_len: int, base: float = 10_000) -> np.ndarray:
@@ -74,7 +80,11 @@ def compute_frequencies(dim: int, seq_len: int, base: float = 10_000) -> np.ndar
     dim = as_size(dim, "dim")
     seq_len = as_size(seq_len, "seq_len")
     base = as_real(base, "base")
-    holdable(((dim + 1) // 2, seq_len), np.float64, "compute_frequencies' result")
+    rows = (dim + 1) // 2
+    holdable((rows, seq_len), np.float64, "compute_frequencies' result")
+    if not seq_len:  # no positions: the bands' check alone, not the bands
+        _check_base(rows, base)
+        return np.empty((rows, 0))
     theta = frequency_bands(dim, base)
     if not theta.size:  # no rows, whatever seq_len: no positions to make
         return np.empty((0, seq_len))

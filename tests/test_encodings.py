@@ -534,6 +534,49 @@ def test_alibi_slopes_follow_the_rule(n):
     np.testing.assert_allclose(slopes, slopes_by_rule(n), rtol=4e-15)
 
 
+def paper_slopes(n):
+    """The ALiBi paper's ``get_slopes``, as its code writes it."""
+
+    def power_of_2(n):
+        start = 2 ** (-(2 ** -(math.log2(n) - 3)))
+        ratio = start
+        return [start * ratio**i for i in range(n)]
+
+    if math.log2(n).is_integer():
+        return power_of_2(n)
+    closest = 2 ** math.floor(math.log2(n))
+    return power_of_2(closest) + paper_slopes(2 * closest)[0::2][: n - closest]
+
+
+@pytest.mark.parametrize("n", [*range(1, 70), 1000, 4097])
+def test_alibi_slopes_are_the_papers_bit_for_bit(n):
+    assert_bitwise_equal(alibi_slopes(n), np.array(paper_slopes(n)))
+
+
+def test_alibi_slopes_take_no_more_memory_than_their_array():
+    """No Python list of the slopes on the way (about 48 bytes a head for
+    a head count between two powers of two)."""
+    heads = 3 * 2**17
+    tracemalloc.start()
+    try:
+        alibi_slopes(heads)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1.25 * 8 * heads
+
+
+def test_empty_alibi_biases_compute_no_slopes():
+    tracemalloc.start()
+    try:
+        bias = alibi_bias(2**22, 0, 5)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert bias.shape == (5, 0, 2**22) and bias.dtype == np.float32
+    assert peak < 2**20
+
+
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_alibi_bias_matches_loop(causal, dtype):

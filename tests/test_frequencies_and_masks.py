@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tracemalloc
 import warnings
 from fractions import Fraction
 
@@ -49,6 +50,23 @@ def test_frequencies_edges():
         compute_frequencies(-1, 3)
     with pytest.raises(TypeError, match="seq_len must be an integer"):
         compute_frequencies(4, 3.0)
+
+
+def test_frequencies_of_no_positions_compute_no_bands():
+    """``seq_len`` 0: an empty result of ``ceil(dim/2)`` rows, without the
+    bands (a vector of ``dim/2`` values); a negative base is refused still,
+    as Julia's ``^`` throws before it multiplies by the positions."""
+    tracemalloc.start()
+    try:
+        empty = compute_frequencies(2**26, 0)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert empty.shape == (2**25, 0) and empty.dtype == np.float64
+    assert peak < 2**20
+    with pytest.raises(ValueError, match="base must not be negative"):
+        compute_frequencies(8, 0, -3)
+    assert compute_frequencies(2, 0, -3).shape == (1, 0)
 
 
 def test_frequencies_of_extreme_bases_are_ieee_and_silent():
