@@ -39,7 +39,8 @@ def _order(head_size: int, heads: int, to_half: bool) -> np.ndarray:
 def _convert(a: Any, axis: int, heads: int, to_half: bool) -> np.ndarray:
     array = plain_array(a, "a")
     if array.ndim == 0:
-        raise ValueError("expected an array with at least 1 dimension, got a 0-d array")
+        came = "a 0-d array" if isinstance(a, np.ndarray) else type(a).__name__
+        raise ValueError(f"a must have at least 1 dimension, got {came}")
     axis = as_axis(axis, "axis", array.ndim)
     heads = as_size(heads, "heads", minimum=1)
     length = array.shape[axis]

@@ -270,6 +270,15 @@ def test_empty_results_whatever_the_other_sizes():
         assert convert(np.zeros((0, 3), np.float32), heads=2**40).shape == (0, 3)
 
 
+@pytest.mark.parametrize(
+    "scalar, came", [(None, "NoneType"), (1.5, "float"), (np.asarray(2.0), "a 0-d array")]
+)
+def test_layout_converters_name_a_scalar_they_were_given(scalar, came):
+    for convert in (interleaved_to_half, half_to_interleaved):
+        with pytest.raises(ValueError, match=f"^a must have at least 1 dimension, got {came}$"):
+            convert(scalar)
+
+
 def test_inputs_to_convert_are_checked_before_they_are_converted():
     """An input the loops read converted (an array in the other byte order, an
     integer gradient) is checked before the copy is made: here inputs no
