@@ -215,14 +215,19 @@ def plain_array(value: Any, name: str, int64: bool = False) -> np.ndarray:
     return array
 
 
+_PYTHON_NUMBERS = (list, tuple, int)
+"""What can hold Python ints beyond 64 bits for numpy to convert: nested
+sequences of them, or one."""
+
+
 def refuse_wide_ints(value: Any, array: np.ndarray, name: str, int64: bool = False) -> None:
     """Python ints that no 64-bit integer holds, which numpy makes float64
-    or objects (not ``value``'s own dtype: ``value`` is no ndarray): a
+    or objects (``value`` a Python int, or nested lists or tuples): a
     ``ValueError`` naming the one furthest from 0.  ``int64``: also those
     that only uint64 holds (beyond Julia's ``Int``), which numpy makes
     uint64 when alone and float64 beside others."""
     if (
-        not isinstance(value, np.ndarray)
+        isinstance(value, _PYTHON_NUMBERS)  # not array-likes, read in their own dtype
         and array.dtype.kind in ("fOu" if int64 else "fO")
         and array.size
     ):

@@ -408,6 +408,30 @@ def test_inputs_of_integers_beyond_64_bits_are_named_as_such(call, wide):
         call(x)
 
 
+class _ArrayLike:
+    """An object numpy reads through ``__array__`` (as a torch tensor)."""
+
+    def __init__(self, array):
+        self.array = array
+
+    def __array__(self, dtype=None, copy=None):
+        return self.array
+
+
+def test_array_likes_are_not_read_as_python_numbers():
+    """Only Python sequences and ints can hold ints beyond 64 bits: an
+    array-like of floats is taken as numpy reads it, never element by
+    element as Python objects (24 bytes a float, and slow)."""
+    x = np.zeros((64, 1000, 8))
+    tracemalloc.start()
+    try:
+        neg_half(_ArrayLike(x))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 2 * x.nbytes  # the result and a negated half: no 24-byte objects
+
+
 def test_tables_and_layouts_of_integers_beyond_64_bits_are_refused():
     """The same for every array_like read as numbers: a learned table, a
     converter's input."""
