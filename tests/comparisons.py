@@ -1,8 +1,11 @@
-"""Bit-for-bit assertions shared by the tests, and a stand-in for the checked path."""
+"""Bit-for-bit assertions shared by the tests, a stand-in for the checked path, and a
+memory probe."""
 
 from __future__ import annotations
 
+import tracemalloc
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -14,6 +17,7 @@ __all__ = [
     "assert_bitwise_equal",
     "assert_every_way_of_writing",
     "assert_unwritable",
+    "peak_memory",
     "refuse_checked_path",
     "split_over",
     "ulp_distance",
@@ -76,3 +80,14 @@ def split_over(monkeypatch: pytest.MonkeyPatch, threads: int) -> None:
     split (however small), with 1, none is."""
     monkeypatch.setattr(_parallel, "_threads", threads)
     monkeypatch.setattr(_parallel, "MIN_BYTES_PER_THREAD", 1 if threads > 1 else 1 << 40)
+
+
+def peak_memory(call: Callable[[], Any]) -> tuple[Any, int]:
+    """``call()``'s result and the most memory it held at once, in bytes,
+    as ``tracemalloc`` counts it (numpy's array data included)."""
+    tracemalloc.start()
+    try:
+        result = call()
+        return result, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()

@@ -3,7 +3,6 @@ MemoryError before any work, or gives the right answer; no input ever changes.""
 
 from __future__ import annotations
 
-import tracemalloc
 import warnings
 from functools import partial
 
@@ -28,7 +27,7 @@ from positional_embeddings import (
 )
 
 import reference
-from comparisons import assert_bitwise_equal
+from comparisons import assert_bitwise_equal, peak_memory
 
 ERRORS = (TypeError, ValueError, MemoryError)
 BAD_SIZES = [-1, 2.0, True, np.bool_(True), None, "4", 1j, 2**70]
@@ -423,12 +422,7 @@ def test_array_likes_are_not_read_as_python_numbers():
     array-like of floats is taken as numpy reads it, never element by
     element as Python objects (24 bytes a float, and slow)."""
     x = np.zeros((64, 1000, 8))
-    tracemalloc.start()
-    try:
-        neg_half(_ArrayLike(x))
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    _, peak = peak_memory(lambda: neg_half(_ArrayLike(x)))
     assert peak < 2 * x.nbytes  # the result and a negated half: no 24-byte objects
 
 
@@ -471,13 +465,12 @@ def test_from_tables_checks_both_tables_before_copying_either(sin_cached):
     """A bad ``sin_cached`` is refused before the 32 MB ``cos_cached`` is
     copied (the copy came first, and the dtype check ran on the copies)."""
     cos = np.zeros((8, 10**6), np.float32)
-    tracemalloc.start()
-    try:
+
+    def refused() -> None:
         with pytest.raises((TypeError, ValueError), match="sin_cached"):
             RoPE.from_tables(8, cos, sin_cached)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+
+    _, peak = peak_memory(refused)
     assert peak < cos.nbytes // 4
 
 

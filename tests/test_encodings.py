@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import tracemalloc
 from fractions import Fraction
 from functools import partial
 
@@ -22,7 +21,12 @@ from positional_embeddings import (
 )
 
 import reference
-from comparisons import assert_bitwise_equal, assert_every_way_of_writing, refuse_checked_path
+from comparisons import (
+    assert_bitwise_equal,
+    assert_every_way_of_writing,
+    peak_memory,
+    refuse_checked_path,
+)
 from test_rope import INPUT_DTYPES, layouts, runs_recorded, sample, stored
 
 # --- learned -------------------------------------------------------------------------
@@ -350,12 +354,7 @@ def test_relative_embeddings_of_no_features_build_no_index():
     """With ``embedding_size`` 0 the result is empty whatever the lengths:
     it comes without the (length_q, length_k) int64 index (128 MB here)."""
     rel = RelativePE(1, 0, seed=0, dtype=np.float64)
-    tracemalloc.start()
-    try:
-        gathered = rel(4000, 4000)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    gathered, peak = peak_memory(lambda: rel(4000, 4000))
     assert gathered.shape == (4000, 4000, 0) and gathered.dtype == np.float64
     assert peak < 2**20
 
@@ -557,22 +556,12 @@ def test_alibi_slopes_take_no_more_memory_than_their_array():
     """No Python list of the slopes on the way (about 48 bytes a head for
     a head count between two powers of two)."""
     heads = 3 * 2**17
-    tracemalloc.start()
-    try:
-        alibi_slopes(heads)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    _, peak = peak_memory(lambda: alibi_slopes(heads))
     assert peak < 1.25 * 8 * heads
 
 
 def test_empty_alibi_biases_compute_no_slopes():
-    tracemalloc.start()
-    try:
-        bias = alibi_bias(2**22, 0, 5)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    bias, peak = peak_memory(lambda: alibi_bias(2**22, 0, 5))
     assert bias.shape == (5, 0, 2**22) and bias.dtype == np.float32
     assert peak < 2**20
 

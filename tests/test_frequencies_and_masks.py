@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import tracemalloc
 import warnings
 from fractions import Fraction
 
@@ -17,7 +16,7 @@ from positional_embeddings import (
 )
 
 import reference
-from comparisons import ulp_distance
+from comparisons import peak_memory, ulp_distance
 
 
 @pytest.mark.parametrize(
@@ -56,12 +55,7 @@ def test_frequencies_of_no_positions_compute_no_bands():
     """``seq_len`` 0: an empty result of ``ceil(dim/2)`` rows, without the
     bands (a vector of ``dim/2`` values); a negative base is refused still,
     as Julia's ``^`` throws before it multiplies by the positions."""
-    tracemalloc.start()
-    try:
-        empty = compute_frequencies(2**26, 0)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    empty, peak = peak_memory(lambda: compute_frequencies(2**26, 0))
     assert empty.shape == (2**25, 0) and empty.dtype == np.float64
     assert peak < 2**20
     with pytest.raises(ValueError, match="base must not be negative"):
