@@ -35,6 +35,7 @@ __all__ = [
     "plain_array",
     "promote",
     "resolve_positions",
+    "state_fields",
 ]
 
 _FLOAT_DTYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
@@ -426,3 +427,22 @@ def check_finite_angles(angles: np.ndarray, function: str, product: str) -> None
             f"{function}(x) is only defined for finite x: the angles ({product}) "
             "overflow to Inf; Julia raises DomainError here"
         )
+
+
+def state_fields(state: Any, layer: str, names: tuple[str, ...]) -> tuple[Any, ...]:
+    """The fields ``names`` of a ``layer``'s pickled state, in that order:
+    a dict that holds them (what else it holds is ignored, as what another
+    version of the package kept).  The caller checks their values as the
+    arguments they stand for.  ``TypeError`` for a state of another type,
+    ``ValueError`` naming the fields it lacks."""
+    if not isinstance(state, dict):
+        raise TypeError(
+            f"the pickled state of a {layer} must be a dict, got {type(state).__name__}"
+        )
+    missing = [name for name in names if name not in state]
+    if missing:
+        raise ValueError(
+            f"the pickled state of a {layer} must hold {', '.join(names)}; "
+            f"it lacks {', '.join(missing)}"
+        )
+    return tuple(state[name] for name in names)

@@ -16,9 +16,12 @@ from ._checks import (
     check_finite_angles,
     holdable,
     in_machine_order,
+    native,
     output_for,
+    plain_array,
     promote,
     resolve_positions,
+    state_fields,
 )
 from ._direct import DirectCalls
 from ._kernels import absolute_direct, absolute_forward, absolute_table
@@ -93,24 +96,16 @@ class AbsolutePE:
     __slots__ = ("_by_position", "_direct", "_embedding_size", "_embeddings", "_max_length")
 
     def __init__(self, embedding_size: int, max_length: int, base: float = 10_000) -> None:
-        embedding_size = as_size(embedding_size, "embedding_size")
+        embedding_size = _checked_embedding_size(embedding_size)
         max_length = as_size(max_length, "max_length")
         base = as_real(base, "base")
-        if embedding_size % 2 and embedding_size > 1:
-            raise ValueError(
-                f"embedding_size must be even (or 1), got {embedding_size}: "
-                "Julia's AbsolutePE raises DimensionMismatch (one cos row fewer "
-                "than sin rows)"
-            )
         holdable((embedding_size, max_length), _TABLE_DTYPE, "AbsolutePE's table")
         theta = frequency_bands(embedding_size, base)
         with np.errstate(over="ignore", invalid="ignore"):
             check_finite_angles(theta * max(max_length - 1, 0), "sin", "positions × frequencies")
         embeddings = np.empty((embedding_size, max_length), dtype=_TABLE_DTYPE)
         absolute_table(theta, embeddings)
-        self.__setstate__(
-            {"embedding_size": embedding_size, "max_length": max_length, "embeddings": embeddings}
-        )
+        self._set_table(embeddings)
 
     def __getstate__(self) -> dict[str, Any]:
         """For pickle and copy: the fields.  What is kept for faster calls
@@ -123,9 +118,27 @@ class AbsolutePE:
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self._embedding_size = state["embedding_size"]
-        self._max_length = state["max_length"]
-        self._embeddings = read_only(owned(state["embeddings"]))  # unpickled: writeable
+        """Checked as the constructor checks its sizes, and the table
+        against them: float32, of shape ``(embedding_size, max_length)``."""
+        embedding_size, max_length, table = state_fields(
+            state, "AbsolutePE", ("embedding_size", "max_length", "embeddings")
+        )
+        shape = (_checked_embedding_size(embedding_size), as_size(max_length, "max_length"))
+        table = plain_array(table, "embeddings")
+        if native(table.dtype) != _TABLE_DTYPE:
+            raise TypeError(f"embeddings must be float32, got {table.dtype}")
+        if table.shape != shape:
+            raise ValueError(
+                f"embeddings must have shape (embedding_size={shape[0]}, "
+                f"max_length={shape[1]}), got {table.shape}"
+            )
+        self._set_table(owned(np.asarray(table, _TABLE_DTYPE, order="C")))  # unpickled: writeable
+
+    def _set_table(self, embeddings: np.ndarray) -> None:
+        """Keep ``embeddings``, the layer's own (embedding_size, max_length)
+        float32 table in C order; its sizes are the layer's."""
+        self._embedding_size, self._max_length = (int(length) for length in embeddings.shape)
+        self._embeddings = read_only(embeddings)
         self._by_position: np.ndarray | None = None
         self._direct = DirectCalls()
 
@@ -214,6 +227,18 @@ class AbsolutePE:
 
     def __repr__(self) -> str:
         return f"AbsolutePE(embedding_size={self.embedding_size}, max_length={self.max_length})"
+
+
+def _checked_embedding_size(embedding_size: Any) -> int:
+    """``embedding_size`` as AbsolutePE takes it: a size, even or 1."""
+    embedding_size = as_size(embedding_size, "embedding_size")
+    if embedding_size % 2 and embedding_size > 1:
+        raise ValueError(
+            f"embedding_size must be even (or 1), got {embedding_size}: "
+            "Julia's AbsolutePE raises DimensionMismatch (one cos row fewer "
+            "than sin rows)"
+        )
+    return embedding_size
 
 
 def remembered_sum(

@@ -20,6 +20,7 @@ from ._checks import (
     native,
     promote,
     resolve_positions,
+    state_fields,
 )
 from ._direct import DirectCalls
 from ._views import may_share, read_only
@@ -99,7 +100,7 @@ class LearnedPE:
         return {"embeddings": self._embeddings}
 
     def __setstate__(self, state: Any) -> None:
-        self.embeddings = pickled_table(state)  # checked as an assigned table
+        self.embeddings = pickled_table(state, type(self).__name__)  # checked as an assigned table
 
     @property
     def embeddings(self) -> np.ndarray:
@@ -228,14 +229,16 @@ def _sum_type(dy: np.ndarray, table_dtype: np.dtype) -> np.dtype:
     return np.dtype(np.int64 if exact else np.float64)
 
 
-def pickled_table(state: Any) -> Any:
-    """The table in the pickled state of a layer that holds a trainable one
-    (LearnedPE, RelativePE): ``{"embeddings": table}``, or as the package
-    pickled them before they had a ``__getstate__``: Python's state of
-    their slots, ``(None, {"_embeddings": table, ...})``."""
-    if isinstance(state, tuple):
-        return state[1]["_embeddings"]
-    return state["embeddings"]
+def pickled_table(state: Any, layer: str) -> Any:
+    """The table in the pickled state of a ``layer`` that holds a trainable
+    one (LearnedPE, RelativePE): ``{"embeddings": table}``, or as the
+    package pickled them before they had a ``__getstate__``: Python's state
+    of their slots, ``(None, {"_embeddings": table, ...})``."""
+    if isinstance(state, tuple) and len(state) == 2 and state[0] is None:
+        (table,) = state_fields(state[1], layer, ("_embeddings",))
+    else:
+        (table,) = state_fields(state, layer, ("embeddings",))
+    return table
 
 
 def as_std(std: Any) -> float:

@@ -129,7 +129,7 @@ class RelativePE:
         return {"embeddings": self._embeddings}
 
     def __setstate__(self, state: Any) -> None:
-        self.embeddings = pickled_table(state)  # checked as an assigned table
+        self.embeddings = pickled_table(state, type(self).__name__)  # checked as an assigned table
 
     @property
     def embeddings(self) -> np.ndarray:

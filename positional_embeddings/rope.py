@@ -21,6 +21,7 @@ from ._checks import (
     plain_array,
     promote,
     resolve_positions,
+    state_fields,
 )
 from ._direct import DirectCalls
 from ._kernels import (
@@ -200,40 +201,14 @@ class RoPE:
             fails at the first call; this fails at once.)  An odd interleaved
             head's last rows other than cos 1 and sin 0.
         """
-        interleaved = as_flag(interleaved, "interleaved")
-        head_size = _check_head_size(head_size, interleaved)
-        given = []
-        for name, table in (("cos_cached", cos_cached), ("sin_cached", sin_cached)):
-            array = plain_array(table, name)
-            dtype = as_float_dtype(array.dtype, f"the dtype of {name}")
-            if array.ndim != 2 or array.shape[0] != head_size:
-                raise ValueError(
-                    f"{name} must have shape (head_size={head_size}, seq_len), got {array.shape}"
-                )
-            given.append((name, array, dtype))
-        (_, cos, cos_dtype), (_, sin, sin_dtype) = given
-        if cos_dtype != sin_dtype:  # Julia's RoPE{T, A} takes tables of one type: a MethodError
-            raise TypeError(
-                "cos_cached and sin_cached must have the same dtype, got "
-                f"{cos_dtype} and {sin_dtype}"
-            )
-        if cos.shape != sin.shape:
-            raise ValueError(
-                "cos_cached and sin_cached must have the same shape, got "
-                f"{cos.shape} and {sin.shape}"
-            )
-        if head_size % 2:  # interleaved: the last channel has no partner
-            for (name, table, _), value in zip(given, (1, 0), strict=True):
-                if not (table[-1] == value).all():
-                    raise ValueError(
-                        f"{name}[{head_size - 1}] must be {value:.1f} throughout: an odd "
-                        "interleaved head's last channel has no partner and passes "
-                        f"through unchanged, got {table[-1][table[-1] != value][0]}"
-                    )
+        head_size, cos, sin, interleaved = _checked_tables(
+            head_size, cos_cached, sin_cached, interleaved
+        )
         # Checked, then copied: the copies are the layer's own.
-        cos, sin = (np.array(array, dtype, order="F") for _, array, dtype in given)
         rope = cls.__new__(cls)
-        rope._set_tables(head_size, cos, sin, interleaved, shared=None)
+        rope._set_tables(
+            head_size, np.array(cos, order="F"), np.array(sin, order="F"), interleaved, shared=None
+        )
         return rope
 
     # Julia's RoPE is an immutable struct: its fields are read, never assigned
@@ -495,17 +470,17 @@ class RoPE:
             "cos_cached": self.cos_cached,
             "sin_cached": self.sin_cached,
             "interleaved": self.interleaved,
-            "shared": self._shared,
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self._set_tables(
-            state["head_size"],
-            owned(state["cos_cached"]),
-            owned(state["sin_cached"]),
-            state["interleaved"],
-            state["shared"],
+        """Checked as :meth:`from_tables` checks its arguments; whether
+        partner rows are equal is found again from the tables (earlier
+        versions pickled it as ``shared``, which is not read)."""
+        head_size, cos, sin, interleaved = _checked_tables(
+            *state_fields(state, "RoPE", ("head_size", "cos_cached", "sin_cached", "interleaved"))
         )
+        cos, sin = (owned(np.asarray(table, order="F")) for table in (cos, sin))
+        self._set_tables(head_size, cos, sin, interleaved, shared=None)
 
     def __repr__(self) -> str:
         pairing = ", interleaved=True" if self.interleaved else ""
@@ -513,6 +488,43 @@ class RoPE:
             f"RoPE(head_size={self.head_size}, seq_len={self.cos_cached.shape[1]}, "
             f"T=np.{self.cos_cached.dtype}{pairing})"
         )
+
+
+def _checked_tables(
+    head_size: Any, cos_cached: Any, sin_cached: Any, interleaved: Any
+) -> tuple[int, np.ndarray, np.ndarray, bool]:
+    """The arguments of :meth:`RoPE.from_tables`, checked (its Raises
+    section): the tables as arrays of their float dtype in the machine's
+    byte order, not copied where they already are."""
+    interleaved = as_flag(interleaved, "interleaved")
+    head_size = _check_head_size(head_size, interleaved)
+    given = []
+    for name, table in (("cos_cached", cos_cached), ("sin_cached", sin_cached)):
+        array = plain_array(table, name)
+        dtype = as_float_dtype(array.dtype, f"the dtype of {name}")
+        if array.ndim != 2 or array.shape[0] != head_size:
+            raise ValueError(
+                f"{name} must have shape (head_size={head_size}, seq_len), got {array.shape}"
+            )
+        given.append((name, array, dtype))
+    (_, cos, cos_dtype), (_, sin, sin_dtype) = given
+    if cos_dtype != sin_dtype:  # Julia's RoPE{T, A} takes tables of one type: a MethodError
+        raise TypeError(
+            f"cos_cached and sin_cached must have the same dtype, got {cos_dtype} and {sin_dtype}"
+        )
+    if cos.shape != sin.shape:
+        raise ValueError(
+            f"cos_cached and sin_cached must have the same shape, got {cos.shape} and {sin.shape}"
+        )
+    if head_size % 2:  # interleaved: the last channel has no partner
+        for (name, table, _), value in zip(given, (1, 0), strict=True):
+            if not (table[-1] == value).all():
+                raise ValueError(
+                    f"{name}[{head_size - 1}] must be {value:.1f} throughout: an odd "
+                    "interleaved head's last channel has no partner and passes "
+                    f"through unchanged, got {table[-1][table[-1] != value][0]}"
+                )
+    return head_size, np.asarray(cos, cos_dtype), np.asarray(sin, sin_dtype), interleaved
 
 
 def _pairing(head_size: int, interleaved: bool) -> int | None:

@@ -250,19 +250,21 @@ def test_trainable_tables_unpickled_from_out_of_band_buffers_view_them(make):
         assert_bitwise_equal(twin(x), np.full_like(x, 2))
 
 
-class _PickledBefore:
-    """Pickles as the package pickled a LearnedPE or RelativePE before they
-    had a ``__getstate__``: Python's state of the slots, ``(None, slots)``."""
+class _Pickled:
+    """Pickles as a ``cls`` whose state is ``state``: as another version of
+    the package pickled it, or as a damaged pickle holds it.  The package
+    pickled a LearnedPE or RelativePE before they had a ``__getstate__``
+    with Python's state of their slots, ``(None, slots)``."""
 
-    def __init__(self, cls: type, slots: dict) -> None:
-        self.cls, self.slots = cls, slots
+    def __init__(self, cls: type, state: object) -> None:
+        self.cls, self.state = cls, state
 
     @property  # type: ignore[misc]
     def __class__(self) -> type:  # what pickle takes the object for
         return self.cls
 
     def __reduce_ex__(self, protocol: int) -> tuple:
-        return copyreg.__newobj__, (self.cls,), (None, self.slots)
+        return copyreg.__newobj__, (self.cls,), self.state
 
 
 def test_encodings_pickled_before_their_getstate_load():
@@ -275,12 +277,77 @@ def test_encodings_pickled_before_their_getstate_load():
     }
     for cls, slots in old.items():
         for protocol in range(2, pickle.HIGHEST_PROTOCOL + 1):
-            layer = pickle.loads(pickle.dumps(_PickledBefore(cls, slots), protocol))
+            layer = pickle.loads(pickle.dumps(_Pickled(cls, (None, slots)), protocol))
             assert type(layer) is cls
             assert_bitwise_equal(layer.embeddings, table)
-    bad = _PickledBefore(LearnedPE, {"_embeddings": table.astype(np.int32)})
+    bad = _Pickled(LearnedPE, (None, {"_embeddings": table.astype(np.int32)}))
     with pytest.raises(TypeError, match="embeddings"):
         pickle.loads(pickle.dumps(bad, 2))
+
+
+def _with_state(layer: object, **changes: object) -> _Pickled:
+    """``layer`` pickled with its state's fields changed (None: left out)."""
+    state = {**layer.__getstate__(), **changes}
+    return _Pickled(type(layer), {k: v for k, v in state.items() if v is not None})
+
+
+_DAMAGED_STATES = [
+    (_with_state(RoPE(8, 6), head_size=16), ValueError, r"shape \(head_size=16"),
+    (_with_state(RoPE(8, 6), head_size=4), ValueError, r"shape \(head_size=4"),
+    (_with_state(RoPE(8, 6), head_size=8.0), TypeError, "head_size"),
+    (_with_state(RoPE(8, 6), interleaved=1), TypeError, "interleaved must be True or False"),
+    (_with_state(RoPE(8, 6), sin_cached=np.zeros((8, 5), np.float32)), ValueError, "same shape"),
+    (_with_state(RoPE(8, 6), sin_cached=np.zeros((8, 6))), TypeError, "same dtype"),
+    (
+        _with_state(RoPE(7, 6, interleaved=True), sin_cached=np.ones((7, 6), np.float32)),
+        ValueError,
+        r"sin_cached\[6\] must be 0.0",
+    ),
+    (_with_state(RoPE(8, 6), cos_cached=None), ValueError, "RoPE.*lacks cos_cached"),
+    (_Pickled(RoPE, [8, 6]), TypeError, "RoPE.*dict.*got list"),
+    (
+        _with_state(AbsolutePE(8, 6), max_length=10**6),
+        ValueError,
+        r"embeddings must have shape \(embedding_size=8, max_length=1000000\), got \(8, 6\)",
+    ),
+    (_with_state(AbsolutePE(8, 6), embedding_size=4), ValueError, r"embedding_size=4"),
+    (_with_state(AbsolutePE(8, 6), embedding_size=-8), ValueError, "embedding_size"),
+    (_with_state(AbsolutePE(8, 6), embeddings=np.zeros((8, 6))), TypeError, "float32.*float64"),
+    (_with_state(AbsolutePE(8, 6), embeddings=np.zeros(48, np.float32)), ValueError, r"\(48,\)"),
+    (
+        _with_state(AbsolutePE(4, 6), embedding_size=3, embeddings=np.zeros((3, 6), np.float32)),
+        ValueError,
+        "even",
+    ),
+    (_with_state(AbsolutePE(8, 6), max_length=None), ValueError, "AbsolutePE.*lacks max_length"),
+    (_with_state(LearnedPE(6, 8), embeddings=None), ValueError, "LearnedPE.*lacks embeddings"),
+    (_Pickled(RelativePE, "table"), TypeError, "RelativePE.*dict.*got str"),
+]
+
+
+@pytest.mark.parametrize(("pickled", "error", "message"), _DAMAGED_STATES)
+def test_damaged_pickled_states_are_refused(pickled, error, message):
+    """A pickled state that describes no layer (another version's, or a
+    damaged one) is refused with what was expected and what came: not
+    unpickled into a layer whose sizes disagree with its tables, which
+    reads rows beyond them or reports sizes it does not have."""
+    data = pickle.dumps(pickled, 2)
+    with pytest.raises(error, match=message):
+        pickle.loads(data)
+
+
+def test_unpickled_rope_checks_whether_partner_rows_are_equal():
+    """Whether partner rows hold equal bits (one row of each table then
+    read per pair) is found from the unpickled tables, not taken from the
+    pickle: a state that claims so for tables where it is not so still
+    rotates each channel by its own row."""
+    rng = np.random.default_rng(0)
+    layer = RoPE.from_tables(8, rng.random((8, 6), np.float32), rng.random((8, 6), np.float32))
+    x = rng.random((8, 6, 3), np.float32)
+    twin = pickle.loads(pickle.dumps(_with_state(layer, shared=True)))
+    assert_bitwise_equal(twin(x), layer(x))
+    assert_bitwise_equal(twin.backward(x), layer.backward(x))
+    assert "shared" not in layer.__getstate__()
 
 
 # --- Numba's cache -------------------------------------------------------------------
