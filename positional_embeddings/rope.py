@@ -201,14 +201,13 @@ class RoPE:
             fails at the first call; this fails at once.)  An odd interleaved
             head's last rows other than cos 1 and sin 0.
         """
-        head_size, cos, sin, interleaved = _checked_tables(
+        head_size, cos, sin, dtype, interleaved = _checked_tables(
             head_size, cos_cached, sin_cached, interleaved
         )
         # Checked, then copied: the copies are the layer's own.
+        cos, sin = (np.array(table, dtype, order="F") for table in (cos, sin))
         rope = cls.__new__(cls)
-        rope._set_tables(
-            head_size, np.array(cos, order="F"), np.array(sin, order="F"), interleaved, shared=None
-        )
+        rope._set_tables(head_size, cos, sin, interleaved, shared=None)
         return rope
 
     # Julia's RoPE is an immutable struct: its fields are read, never assigned
@@ -464,22 +463,24 @@ class RoPE:
     def __getstate__(self) -> dict[str, Any]:
         """For pickle and copy: the tables and how channels pair.  What is kept
         for faster calls (remembered compiled calls, which cannot be pickled,
-        and copies of the tables) is rebuilt by the copy as it is used."""
+        and copies of the tables) is rebuilt by the copy as it is used.
+        ``shared`` is for earlier versions of the package, which read it."""
         return {
             "head_size": self.head_size,
             "cos_cached": self.cos_cached,
             "sin_cached": self.sin_cached,
             "interleaved": self.interleaved,
+            "shared": self._shared,
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         """Checked as :meth:`from_tables` checks its arguments; whether
-        partner rows are equal is found again from the tables (earlier
-        versions pickled it as ``shared``, which is not read)."""
-        head_size, cos, sin, interleaved = _checked_tables(
+        partner rows are equal is found again from the tables, never taken
+        from the state's ``shared``."""
+        head_size, cos, sin, dtype, interleaved = _checked_tables(
             *state_fields(state, "RoPE", ("head_size", "cos_cached", "sin_cached", "interleaved"))
         )
-        cos, sin = (owned(np.asarray(table, order="F")) for table in (cos, sin))
+        cos, sin = (owned(np.asarray(table, dtype, order="F")) for table in (cos, sin))
         self._set_tables(head_size, cos, sin, interleaved, shared=None)
 
     def __repr__(self) -> str:
@@ -492,10 +493,11 @@ class RoPE:
 
 def _checked_tables(
     head_size: Any, cos_cached: Any, sin_cached: Any, interleaved: Any
-) -> tuple[int, np.ndarray, np.ndarray, bool]:
+) -> tuple[int, np.ndarray, np.ndarray, np.dtype, bool]:
     """The arguments of :meth:`RoPE.from_tables`, checked (its Raises
-    section): the tables as arrays of their float dtype in the machine's
-    byte order, not copied where they already are."""
+    section), with the tables as arrays (not converted: the caller makes
+    the layer's own in one step) and their float dtype in the machine's
+    byte order."""
     interleaved = as_flag(interleaved, "interleaved")
     head_size = _check_head_size(head_size, interleaved)
     given = []
@@ -524,7 +526,7 @@ def _checked_tables(
                     "interleaved head's last channel has no partner and passes "
                     f"through unchanged, got {table[-1][table[-1] != value][0]}"
                 )
-    return head_size, np.asarray(cos, cos_dtype), np.asarray(sin, sin_dtype), interleaved
+    return head_size, cos, sin, cos_dtype, interleaved
 
 
 def _pairing(head_size: int, interleaved: bool) -> int | None:

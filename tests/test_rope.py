@@ -29,6 +29,7 @@ from comparisons import (
     assert_bitwise_equal,
     assert_every_way_of_writing,
     assert_unwritable,
+    peak_memory,
     refuse_checked_path,
     split_over,
     ulp_distance,
@@ -313,6 +314,20 @@ def test_from_tables_reproduces_a_rope():
     x = sample((8, 6, 2), np.float32, seed=4)
     assert_bitwise_equal(again(x), rope(x))
     assert again.head_size == 8
+
+
+@pytest.mark.parametrize("layout", ["C", "F", "byte-swapped"])
+def test_from_tables_makes_one_copy_of_each_table(layout):
+    """The layer's own tables, F-ordered in the machine's byte order, are
+    made in one step from tables in any layout: a table in the other byte
+    order is not converted first, then copied (two copies held at once)."""
+    cos = np.random.default_rng(0).random((64, 4096), np.float32)
+    given = {"C": cos, "F": np.asfortranarray(cos), "byte-swapped": cos.astype(">f4")}[layout]
+    RoPE.from_tables(64, given, given)  # what a first call sets up once
+    rope, peak = peak_memory(lambda: RoPE.from_tables(64, given, given))
+    assert peak < 1.5 * 2 * cos.nbytes  # the two copies, and no more than one table's temporaries
+    assert_bitwise_equal(rope.cos_cached, cos)
+    assert rope.cos_cached.flags.f_contiguous and rope.cos_cached.dtype.isnative
 
 
 def test_from_tables_uses_both_halves_of_the_tables():
