@@ -196,13 +196,15 @@ def in_machine_order(array: np.ndarray) -> np.ndarray:
     return array if array.dtype.isnative else array.astype(native(array.dtype), order="K")
 
 
-def plain_array(value: Any, name: str, int64: bool = False) -> np.ndarray:
+def plain_array(value: Any, name: str, int64: bool = False, of: str = "numbers") -> np.ndarray:
     """``np.asarray(value)``, refusing masked arrays: their mask would be
     dropped and the masked elements' hidden values used; and Python ints
     that no 64-bit integer holds (``refuse_wide_ints``, with ``int64``),
-    which numpy would round to float64 or keep as objects.  What numpy
-    cannot make an array of (ragged lists) raises its ``ValueError``,
-    naming ``name``."""
+    which numpy would round to float64 or keep as objects; and what is no
+    array of numbers (None, a string, a list of them), whose dtype as numpy
+    reads it ("got object") would not say what came: a ``TypeError``
+    naming its type, and saying that ``name`` must be an array ``of`` what.  What numpy cannot make an array of (ragged lists)
+    raises its ``ValueError``, naming ``name``."""
     if isinstance(value, np.ma.MaskedArray):
         raise TypeError(
             f"{name} must not be a masked array (its mask would be ignored); "
@@ -213,7 +215,14 @@ def plain_array(value: Any, name: str, int64: bool = False) -> np.ndarray:
     except ValueError as error:
         raise ValueError(f"{name} could not be read as an array: {error}") from None
     refuse_wide_ints(value, array, name, int64)
+    if array.dtype.kind in _NOT_NUMBERS and not isinstance(value, np.ndarray):
+        read = f" (read as dtype {array.dtype})" if array.ndim else ""
+        raise TypeError(f"{name} must be an array of {of}, got {type(value).__name__}{read}")
     return array
+
+
+_NOT_NUMBERS = "OSUV"
+"""The dtype kinds of what numpy makes of objects, strings and bytes."""
 
 
 _PYTHON_NUMBERS = (list, tuple, int)
@@ -249,7 +258,7 @@ def integer_array(value: Any, name: str, julia: str = "") -> np.ndarray:
     or objects, are refused as out of range; other elements name their
     dtype (``julia``, if given, Julia's type, follows "must be integers").
     An ndarray is taken in its own integer dtype, uint64 included."""
-    array = plain_array(value, name, int64=True)
+    array = plain_array(value, name, int64=True, of=f"integers{julia}")
     if array.dtype.kind in "iu" or not array.size:
         return array
     raise TypeError(f"{name} must be integers{julia}, got dtype {array.dtype}")

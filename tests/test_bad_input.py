@@ -3,6 +3,7 @@ MemoryError before any work, or gives the right answer; no input ever changes.""
 
 from __future__ import annotations
 
+import re
 import warnings
 from functools import partial
 
@@ -270,7 +271,7 @@ def test_empty_results_whatever_the_other_sizes():
 
 
 @pytest.mark.parametrize(
-    "scalar, came", [(None, "NoneType"), (1.5, "float"), (np.asarray(2.0), "a 0-d array")]
+    "scalar, came", [(1.5, "float"), (np.float32(1.5), "float32"), (np.asarray(2.0), "a 0-d array")]
 )
 def test_layout_converters_name_a_scalar_they_were_given(scalar, came):
     for convert in (interleaved_to_half, half_to_interleaved):
@@ -454,6 +455,71 @@ def test_ragged_lists_are_named(call, name):
     argument."""
     with pytest.raises(ValueError, match=rf"^{name} could not be read as an array: "):
         call([[1, 2], [3]])
+
+
+_NOT_NUMBERS = [
+    (None, "NoneType"),
+    ("abc", "str"),
+    ({"a": 1}, "dict"),
+    (object(), "object"),
+    ([[["a"]]], "list (read as dtype <U1)"),
+    ([[[None]]], "list (read as dtype object)"),
+]
+"""Values that are no array of numbers, and how an error names what came:
+their type, not the dtype numpy reads a scalar of them as."""
+
+
+_TAKE_ARRAYS = {
+    "RoPE": (lambda bad: ROPE(bad), "x"),
+    "RoPE.backward": (lambda bad: ROPE.backward(bad), "dy"),
+    "AbsolutePE": (lambda bad: PE(bad), "x"),
+    "LearnedPE.backward": (lambda bad: LearnedPE(10, 8).backward(bad), "dy"),
+    "neg_half": (lambda bad: neg_half(bad), "x"),
+    "cos_cached": (lambda bad: RoPE.from_tables(2, bad, np.ones((2, 2))), "cos_cached"),
+    "sin_cached": (lambda bad: RoPE.from_tables(2, np.ones((2, 2)), bad), "sin_cached"),
+    "from_table": (lambda bad: LearnedPE.from_table(bad), "embeddings"),
+    "positions": (lambda bad: ROPE(_x((8, 3, 1)), positions=bad), "positions"),
+    "create_padding_mask": (lambda bad: create_padding_mask(bad, 3), "lengths"),
+    "relative_position": (lambda bad: t5_relative_position_bucket(bad), "relative_position"),
+    "interleaved_to_half": (lambda bad: interleaved_to_half(bad), "a"),
+    "half_to_interleaved": (lambda bad: half_to_interleaved(bad), "a"),
+}
+"""Calls that take an array, and the name their errors give it."""
+
+_OF_INTEGERS = {
+    "positions": "integers",
+    "lengths": "integers (Julia's Vector{Int})",
+    "relative_position": "integers",
+}
+"""What the arrays of integers must be arrays of, in their errors."""
+
+
+@pytest.mark.parametrize(
+    "call, name, bad, came",
+    [
+        pytest.param(call, name, bad, came, id=f"{label}-{came}")
+        for label, (call, name) in _TAKE_ARRAYS.items()
+        for bad, came in _NOT_NUMBERS
+        if not (bad is None and name == "positions")  # None: the default, no ids
+    ],
+)
+def test_what_is_no_array_of_numbers_is_named_by_its_type(call, name, bad, came):
+    """numpy makes a 0-d object or string array of None or a string, whose
+    dtype ("got object") did not say what the caller passed."""
+    of = _OF_INTEGERS.get(name, "numbers")
+    expected = rf"^{name} must be an array of {re.escape(of)}, got {re.escape(came)}$"
+    with pytest.raises(TypeError, match=expected):
+        call(bad)
+
+
+@pytest.mark.parametrize("layer", [RoPE, AbsolutePE])
+def test_a_pickled_state_without_its_table_names_what_came(layer):
+    state = layer(8, 4).__getstate__()
+    table = "cos_cached" if layer is RoPE else "embeddings"
+    state[table] = None
+    made = layer.__new__(layer)
+    with pytest.raises(TypeError, match=rf"^{table} must be an array of numbers, got NoneType$"):
+        made.__setstate__(state)
 
 
 @pytest.mark.parametrize(
