@@ -203,8 +203,9 @@ def plain_array(value: Any, name: str, int64: bool = False, of: str = "numbers")
     which numpy would round to float64 or keep as objects; and what is no
     array of numbers (None, a string, a list of them), whose dtype as numpy
     reads it ("got object") would not say what came: a ``TypeError``
-    naming its type, and saying that ``name`` must be an array ``of`` what.  What numpy cannot make an array of (ragged lists)
-    raises its ``ValueError``, naming ``name``."""
+    naming its type, and saying that ``name`` must be an array ``of`` what.
+    What numpy cannot make an array of (ragged lists) raises its
+    ``ValueError``, naming ``name``."""
     if isinstance(value, np.ma.MaskedArray):
         raise TypeError(
             f"{name} must not be a masked array (its mask would be ignored); "
