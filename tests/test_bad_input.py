@@ -439,17 +439,25 @@ def test_tables_and_layouts_of_integers_beyond_64_bits_are_refused():
         interleaved_to_half(wide)
 
 
-@pytest.mark.parametrize(
-    "call, name",
-    [
-        (lambda ragged: ROPE(ragged), "x"),
-        (lambda ragged: RoPE.from_tables(2, ragged, np.ones((2, 2))), "cos_cached"),
-        (lambda ragged: create_padding_mask(ragged, 3), "lengths"),
-        (lambda ragged: interleaved_to_half(ragged), "a"),
-        (lambda ragged: neg_half(ragged), "x"),
-    ],
-    ids=["RoPE", "from_tables", "create_padding_mask", "interleaved_to_half", "neg_half"],
-)
+_TAKE_ARRAYS = {
+    "RoPE": (lambda bad: ROPE(bad), "x"),
+    "RoPE.backward": (lambda bad: ROPE.backward(bad), "dy"),
+    "AbsolutePE": (lambda bad: PE(bad), "x"),
+    "LearnedPE.backward": (lambda bad: LearnedPE(10, 8).backward(bad), "dy"),
+    "neg_half": (lambda bad: neg_half(bad), "x"),
+    "cos_cached": (lambda bad: RoPE.from_tables(2, bad, np.ones((2, 2))), "cos_cached"),
+    "sin_cached": (lambda bad: RoPE.from_tables(2, np.ones((2, 2)), bad), "sin_cached"),
+    "from_table": (lambda bad: LearnedPE.from_table(bad), "embeddings"),
+    "positions": (lambda bad: ROPE(_x((8, 3, 1)), positions=bad), "positions"),
+    "create_padding_mask": (lambda bad: create_padding_mask(bad, 3), "lengths"),
+    "relative_position": (lambda bad: t5_relative_position_bucket(bad), "relative_position"),
+    "interleaved_to_half": (lambda bad: interleaved_to_half(bad), "a"),
+    "half_to_interleaved": (lambda bad: half_to_interleaved(bad), "a"),
+}
+"""Calls that take an array, and the name their errors give it."""
+
+
+@pytest.mark.parametrize("call, name", list(_TAKE_ARRAYS.values()), ids=list(_TAKE_ARRAYS))
 def test_ragged_lists_are_named(call, name):
     """numpy's error for a list it cannot make an array of names no
     argument."""
@@ -468,23 +476,6 @@ _NOT_NUMBERS = [
 """Values that are no array of numbers, and how an error names what came:
 their type, not the dtype numpy reads a scalar of them as."""
 
-
-_TAKE_ARRAYS = {
-    "RoPE": (lambda bad: ROPE(bad), "x"),
-    "RoPE.backward": (lambda bad: ROPE.backward(bad), "dy"),
-    "AbsolutePE": (lambda bad: PE(bad), "x"),
-    "LearnedPE.backward": (lambda bad: LearnedPE(10, 8).backward(bad), "dy"),
-    "neg_half": (lambda bad: neg_half(bad), "x"),
-    "cos_cached": (lambda bad: RoPE.from_tables(2, bad, np.ones((2, 2))), "cos_cached"),
-    "sin_cached": (lambda bad: RoPE.from_tables(2, np.ones((2, 2)), bad), "sin_cached"),
-    "from_table": (lambda bad: LearnedPE.from_table(bad), "embeddings"),
-    "positions": (lambda bad: ROPE(_x((8, 3, 1)), positions=bad), "positions"),
-    "create_padding_mask": (lambda bad: create_padding_mask(bad, 3), "lengths"),
-    "relative_position": (lambda bad: t5_relative_position_bucket(bad), "relative_position"),
-    "interleaved_to_half": (lambda bad: interleaved_to_half(bad), "a"),
-    "half_to_interleaved": (lambda bad: half_to_interleaved(bad), "a"),
-}
-"""Calls that take an array, and the name their errors give it."""
 
 _OF_INTEGERS = {
     "positions": "integers",
