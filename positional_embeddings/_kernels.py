@@ -59,6 +59,7 @@ __all__ = [
     "Direct",
     "absolute_direct",
     "absolute_forward",
+    "absolute_ids",
     "absolute_table",
     "alibi_bias",
     "exchanged",
@@ -1729,6 +1730,50 @@ def _absolute_seq_major(x, out, by_position, offset, start, stop, post):  # type
             for b in range(x.shape[1]):
                 for c in range(x.shape[2]):
                     out[s, b, c] = _add(_load(x[s, b, c]), column[c], out.dtype)
+
+
+@numba.njit(**JIT_LOOP)
+def _absolute_ids(x, out, embeddings, ids, channels_inner):  # type: ignore[no-untyped-def]
+    """``out[a, c, i] = x[a, c, i] + embeddings[c, ids[a, i]]`` over
+    (outer, channel, inner) views whose axes ``a`` and ``i`` are the
+    sequence and batch axes in the order the arrays store them (outermost
+    first); with ``channels_inner`` the channels are innermost in memory,
+    and each ``(a, i)`` reads its table column at once."""
+    out = _written(x, out)
+    outer, channels, inner = x.shape
+    for a in range(outer):
+        if channels_inner:
+            for i in range(inner):
+                p = ids[a, i]
+                for c in range(channels):
+                    out[a, c, i] = _add(_load(x[a, c, i]), embeddings[c, p], out.dtype)
+        else:
+            for c in range(channels):
+                for i in range(inner):
+                    out[a, c, i] = _add(_load(x[a, c, i]), embeddings[c, ids[a, i]], out.dtype)
+
+
+def absolute_ids(
+    x: np.ndarray,
+    out: np.ndarray | None,
+    embeddings: np.ndarray,
+    by_position: Callable[[int], np.ndarray] | None,
+    ids: np.ndarray,
+) -> None:
+    """``out[s, c, b] = x[s, c, b] + embeddings[c, ids[s, b]]`` over (seq,
+    channel, batch) views, ``ids`` (seq, batch) intp within the table: the
+    additive encodings' forward pass with one id per position and batch
+    column.  ``out`` None adds in place.  One thread; the loop follows
+    ``x``'s memory order, reading all channels of a position from
+    ``by_position(stop)`` (as ``absolute_forward``) where they are
+    innermost."""
+    inner = _smallest_stride(x)
+    if inner == 1 and by_position is not None and ids.size:
+        embeddings = by_position(int(ids.max()) + 1)
+    if _smallest_stride(x[:, :1]) == 0:  # the batch axis outermost
+        x, ids = x.transpose(2, 1, 0), ids.T
+        out = None if out is None else out.transpose(2, 1, 0)
+    _absolute_ids(x, out, embeddings, ids, inner == 1)
 
 
 def absolute_forward(

@@ -255,6 +255,7 @@ def run_forward(
     out: np.ndarray,
     *args: Any,
     columns: np.ndarray | None = None,
+    columns_lack: int = 0,
 ) -> np.ndarray:
     """Run ``forward(x3, out3, *args)`` over 3-D views of ``x`` and ``out``; return ``out``.
 
@@ -266,9 +267,11 @@ def run_forward(
     bits, is written through a uint16 view of them); not when the two differ
     in dtype (integers rewritten as floats of the same size) or ``x`` is a
     read-only view, where they stay two arrays.
-    ``columns``, if given, is an array shaped like ``x.shape[1:]`` (one value
-    per sequence position and batch column); its matching 2-D views are
-    passed as the last argument.
+    ``columns``, if given, is an array shaped like ``x`` without its axis
+    ``columns_lack`` (0 or 1: RoPE's ids lack the head axis, those of the
+    additive encodings the features axis), one value per sequence position
+    and batch column; its matching 2-D views are passed as the last
+    argument.
     """
     x_kernel, out_kernel = kernel_input(x), kernel_output(out)
     # ``same_elements`` reads both arrays' interfaces (1.8 us); ``may_share`` first
@@ -283,8 +286,9 @@ def run_forward(
         return out
     arrays: tuple[np.ndarray, ...] = (x_kernel,) if in_place else (x_kernel, out_kernel)
     if columns is not None:
-        arrays += (columns[np.newaxis],)
+        arrays += (np.expand_dims(columns, columns_lack),)
     for views in _three_d_views(*arrays):
         out3 = None if in_place else views[1]
-        forward(views[0], out3, *args, *(() if columns is None else (views[-1][0],)))
+        column_views = () if columns is None else (views[-1][(slice(None),) * columns_lack + (0,)],)
+        forward(views[0], out3, *args, *column_views)
     return out

@@ -24,11 +24,18 @@ from ._checks import (
     state_fields,
 )
 from ._direct import DirectCalls
-from ._kernels import absolute_direct, absolute_forward, absolute_table
+from ._kernels import absolute_direct, absolute_forward, absolute_ids, absolute_table
 from ._views import grown_copy, owned, read_only, run_forward
 from .frequencies import frequency_bands
 
-__all__ = ["AbsolutePE", "add_embeddings", "remember_sum", "remembered_sum", "seq_first"]
+__all__ = [
+    "AbsolutePE",
+    "add_embeddings",
+    "remember_sum",
+    "remembered_sum",
+    "seq_first",
+    "sequence_positions",
+]
 
 _TABLE_DTYPE = np.dtype(np.float32)
 
@@ -167,6 +174,7 @@ class AbsolutePE:
         *,
         offset: int = 0,
         batch_first: bool = False,
+        positions: Any = None,
     ) -> np.ndarray:
         """Add the embeddings to ``x``: Julia's ``pe(x)``.
 
@@ -187,6 +195,13 @@ class AbsolutePE:
             Opt-in, beyond Julia: ``x`` is laid out (batch, seq_len, features)
             as in PyTorch (``x + pe[:seq_len]``) instead of Julia's (seq_len,
             features, batch...).  Exactly 3 dims.
+        positions : array_like of int, optional
+            Opt-in, beyond Julia: explicit position ids, each in ``[0,
+            max_length)``, shape ``(seq_len,)`` (one per sequence position) or
+            ``x``'s shape without its features axis (one per position and batch
+            column: ``(seq_len, batch...)``, or ``(batch, seq_len)`` with
+            ``batch_first``, as PyTorch's ``position_ids`` of left-padded
+            sequences).  Excludes ``offset``.
 
         Returns
         -------
@@ -198,11 +213,17 @@ class AbsolutePE:
         Raises
         ------
         TypeError
-            Unsupported dtype of ``x``; ``out`` of the wrong type or dtype.
+            Unsupported dtype of ``x``; non-integer ``offset``/``positions``;
+            ``out`` of the wrong type or dtype.
         ValueError
             Fewer than 3 dims; "Channel dimension must match embedding size";
-            "Sequence length exceeds maximum length"; a bad ``out``.
+            "Sequence length exceeds maximum length"; "positions must lie in
+            [0, L)"; a bad ``out``.
         """
+        if positions is not None:  # the checked path: no call with ids is remembered
+            return add_embeddings(
+                self._embeddings, x, out, offset, batch_first, self._position_major, positions
+            )
         y = remembered_sum(self._direct, x, out, offset, batch_first)
         if y is not None:
             return y
@@ -350,28 +371,70 @@ def add_embeddings(
     offset: Any,
     batch_first: Any,
     position_major: Callable[[int], np.ndarray] | None = None,
+    positions: Any = None,
 ) -> np.ndarray:
     """``x + table[:, offset:offset+seq_len].T``, broadcast over the batch axes.
 
-    The forward pass of every additive encoding.  ``table`` is a
+    The forward pass of every additive encoding.  ``table`` is a read-only
     (channels, positions) array or view; ``x`` is (seq, channels, batch...),
     or (batch, seq, channels) when ``batch_first``.  ``position_major``, if
     given, returns the same table in F order (at least its positions up to
     the argument), for the layouts of ``x`` that read it a position at a
-    time.  Checks follow Julia's AbsolutePE: channels first, then the
-    sequence length.
+    time.  ``positions``, if given, are the ids each position reads in
+    place of ``offset ..`` (``sequence_positions``).  Checks follow Julia's
+    AbsolutePE: channels first, then the sequence length.
     """
     batch_first = as_flag(batch_first, "batch_first")
     x = as_array(x, "x", 3)
-    seq_len, channels = seq_first(x, "x", batch_first).shape[:2]
+    channels = seq_first(x, "x", batch_first).shape[1]
     if channels != table.shape[0]:
         raise ValueError(
             "Channel dimension must match embedding size: expected "
             f"{table.shape[0]}, got {channels}"
         )
-    start = resolve_positions(seq_len, (), table.shape[1], offset)
+    where = sequence_positions(x, "x", batch_first, table.shape[1], offset, positions)
     out = output_for(x, promote(x.dtype, table.dtype), out)
     view = seq_first(in_machine_order(x), "x", batch_first)
     out_view = out.transpose(_JULIA_AXES) if batch_first else out
-    run_forward(absolute_forward, view, out_view, table, start, position_major)
+    if not isinstance(where, np.ndarray):
+        run_forward(absolute_forward, view, out_view, table, where, position_major)
+    elif where.ndim == 1:  # the ids' columns, in order, as a table read from 0
+        read = _columns_at(table, where)
+        run_forward(absolute_forward, view, out_view, read, 0, lambda stop: _by_position(read))
+    else:
+        run_forward(
+            absolute_ids, view, out_view, table, position_major, columns=where, columns_lack=1
+        )
     return out
+
+
+def sequence_positions(
+    x: np.ndarray, name: str, batch_first: bool, length: int, offset: Any, positions: Any
+) -> int | np.ndarray:
+    """Where the positions of ``x`` (named ``name``: (seq, features,
+    batch...), or (batch, seq, features) when ``batch_first``) read a table
+    of ``length`` positions (``resolve_positions``): the offset, or the
+    position ids in Julia's axes, (seq,) or (seq, batch...).  Ids come as
+    shape (seq,) or one per position and batch column: ``x``'s shape
+    without its features axis, (batch, seq) when ``batch_first`` (PyTorch's
+    ``position_ids``)."""
+    seq_len = seq_first(x, name, batch_first).shape[0]
+    columns = x.shape[:2] if batch_first else (seq_len, *x.shape[2:])
+    where = resolve_positions(seq_len, columns, length, offset, positions, name=name)
+    if batch_first and isinstance(where, np.ndarray) and where.ndim == 2:
+        return where.T
+    return where
+
+
+def _columns_at(table: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """The columns ``ids`` of a (features, positions) ``table``, read-only
+    and in its memory order (F order for an F-ordered table, else C): a
+    table of the type the loops were compiled for."""
+    if table.flags.f_contiguous and not table.flags.c_contiguous:
+        return read_only(np.ascontiguousarray(table.T[ids]).T)
+    return read_only(np.ascontiguousarray(table[:, ids]))
+
+
+def _by_position(table: np.ndarray) -> np.ndarray:
+    """``table`` in F order (each position's features adjacent), read-only."""
+    return table if table.flags.f_contiguous else read_only(np.asfortranarray(table))

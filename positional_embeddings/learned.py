@@ -19,12 +19,17 @@ from ._checks import (
     holdable,
     native,
     promote,
-    resolve_positions,
     state_fields,
 )
 from ._direct import DirectCalls
 from ._views import may_share, read_only
-from .absolute import add_embeddings, remember_sum, remembered_sum, seq_first
+from .absolute import (
+    add_embeddings,
+    remember_sum,
+    remembered_sum,
+    seq_first,
+    sequence_positions,
+)
 
 __all__ = ["LearnedPE", "as_std", "drawn_table", "pickled_table"]
 
@@ -151,18 +156,25 @@ class LearnedPE:
         *,
         offset: int = 0,
         batch_first: bool = False,
+        positions: Any = None,
     ) -> np.ndarray:
         """``x + embeddings[offset:offset+seq_len]`` over (seq_len, embedding_size, batch...).
 
-        ``batch_first=True`` takes (batch, seq_len, embedding_size).  ``out``
-        and the dtype rules are those of :meth:`AbsolutePE.__call__`.
+        ``batch_first=True`` takes (batch, seq_len, embedding_size).
+        ``positions`` (ids in ``[0, max_length)``, in place of ``offset``:
+        PyTorch's ``x + embedding(position_ids)``), ``out`` and the dtype
+        rules are those of :meth:`AbsolutePE.__call__`.
         """
         table = self._table()
         if isinstance(out, np.ndarray) and may_share(table, out):
             # ``out`` (``x`` itself, in place) is part of the table the call
             # reads: read a copy, as numpy and Julia's ``broadcast!`` would
             # (rows written before they were read gave wrong sums).
-            return add_embeddings(read_only(table.T.copy(order="K")), x, out, offset, batch_first)
+            copy = read_only(table.T.copy(order="K"))
+            return add_embeddings(copy, x, out, offset, batch_first, positions=positions)
+        if positions is not None:  # the checked path: no call with ids is remembered
+            columns = read_only(table.T)
+            return add_embeddings(columns, x, out, offset, batch_first, positions=positions)
         y = remembered_sum(self._direct, x, out, offset, batch_first)
         if y is not None:
             return y
@@ -174,7 +186,7 @@ class LearnedPE:
         return y
 
     def backward(
-        self, dy: Any, *, offset: int = 0, batch_first: bool = False
+        self, dy: Any, *, offset: int = 0, batch_first: bool = False, positions: Any = None
     ) -> tuple[np.ndarray, np.ndarray]:
         """Vector-Jacobian product: ``(dx, dembeddings)`` for the output gradient ``dy``.
 
@@ -193,6 +205,13 @@ class LearnedPE:
         Summed where it lies, the order of the additions would follow the
         layout (one batch column after another in Julia's order), and so
         would the last bits.
+
+        With ``positions`` (the forward pass's ids), row ``p`` sums the terms
+        of every position (and batch column) whose id is ``p``, from -0.0,
+        in the order of the ids (as C-ordered), then rounds once; rows no id
+        names are +0.0.  Ids of shape (seq,) add the batch sums above, so
+        ids ``offset ..`` give the offset's bits; ids per batch column add
+        each column's term in turn.
         """
         table = self._table()
         batch_first = as_flag(batch_first, "batch_first")
@@ -203,15 +222,18 @@ class LearnedPE:
                 "Channel dimension must match embedding size: expected "
                 f"{table.shape[1]}, got {channels}"
             )
-        start = resolve_positions(seq_len, (), table.shape[0], offset, name="dy")
+        start = sequence_positions(dy, "dy", batch_first, table.shape[0], offset, positions)
         # Summed in the machine's byte order: numpy would sum another in
         # chunks of its casting buffer, to other bits.
         dx = dy.astype(native(dy.dtype), order="K")
-        grad = np.zeros_like(table)
         summed = np.ascontiguousarray(seq_first(dx, "dy", batch_first))
+        batch_axes = tuple(range(2, summed.ndim))
         with np.errstate(over="ignore", invalid="ignore"):  # IEEE sums (inf + -inf), silent
+            if isinstance(start, np.ndarray):
+                return dx, _gradient_at(summed, start, table)
+            grad = np.zeros_like(table)
             grad[start : start + seq_len] = summed.sum(
-                axis=tuple(range(2, summed.ndim)), dtype=_sum_type(summed, table.dtype)
+                axis=batch_axes, dtype=_sum_type(summed, table.dtype, math.prod(summed.shape[2:]))
             )
         return dx, grad
 
@@ -219,14 +241,33 @@ class LearnedPE:
         return f"LearnedPE(max_length={self.max_length}, embedding_size={self.embedding_size})"
 
 
-def _sum_type(dy: np.ndarray, table_dtype: np.dtype) -> np.dtype:
-    """The type ``LearnedPE.backward`` sums a (seq, features, batch...)
-    ``dy`` over its batch axes in (see there)."""
+def _sum_type(dy: np.ndarray, table_dtype: np.dtype, terms: int) -> np.dtype:
+    """The type ``LearnedPE.backward`` sums the elements of a (seq,
+    features, batch...) ``dy`` in, up to ``terms`` of them in each of the
+    table's elements (see there)."""
     if dy.dtype.kind not in "biu":
         return promote(dy.dtype, table_dtype)
     largest = max(abs(int(dy.min())), abs(int(dy.max()))) if dy.size else 0
-    exact = largest * math.prod(dy.shape[2:]) <= INT_MAX  # every partial sum fits
+    exact = largest * terms <= INT_MAX  # every partial sum fits
     return np.dtype(np.int64 if exact else np.float64)
+
+
+def _gradient_at(dy: np.ndarray, ids: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """The gradient of ``table`` (max_length, features) for a C-contiguous
+    (seq, features, batch...) ``dy`` whose positions read the rows ``ids``,
+    (seq,) or (seq, batch...) (``LearnedPE.backward``)."""
+    summed_type = _sum_type(dy, table.dtype, dy.size // max(dy.shape[1], 1))
+    if ids.ndim == 1:  # the batch sums of the offset's path
+        terms = dy.sum(axis=tuple(range(2, dy.ndim)), dtype=summed_type)
+    else:  # (seq, batch..., features): each id's row of terms
+        terms = np.moveaxis(dy, 1, -1)
+    sums = np.full(table.shape, -0.0, summed_type)  # -0.0 + t is t, signed zeros too
+    np.add.at(sums, ids, terms)
+    grad = sums.astype(table.dtype)
+    unread = np.ones(table.shape[0], bool)
+    unread[ids.ravel()] = False
+    grad[unread] = 0
+    return grad
 
 
 def pickled_table(state: Any, layer: str) -> Any:

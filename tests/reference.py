@@ -15,6 +15,7 @@ against the recorded Julia outputs in ``parity/``.
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 
@@ -120,6 +121,38 @@ def absolute_apply(x: np.ndarray, embeddings: np.ndarray) -> np.ndarray:
             s, c = index[0], index[1]
             y[index] = julia_add(x[index], embeddings[c, s], T)
     return y
+
+
+def absolute_apply_ids(x: np.ndarray, embeddings: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """y[s, c, rest] = x[s, c, rest] + embeddings[c, ids[s, rest]], element
+    by element; ``ids`` of shape (seq,) (the same for every batch column) or
+    (seq, *x.shape[2:])."""
+    T = promote(x.dtype, embeddings.dtype)
+    columns = np.broadcast_to(
+        ids.reshape(ids.shape + (1,) * (x.ndim - 1 - ids.ndim)), x.shape[:1] + x.shape[2:]
+    )
+    y = np.empty(x.shape, T)
+    with np.errstate(all="ignore"):
+        for index in np.ndindex(*x.shape):
+            s, c, rest = index[0], index[1], index[2:]
+            y[index] = julia_add(x[index], embeddings[c, columns[(s, *rest)]], T)
+    return y
+
+
+def learned_gradient_ids(dy: np.ndarray, length: int, ids: np.ndarray) -> np.ndarray:
+    """The table's gradient for ``dy`` (seq, features, batch...) read at
+    ``ids`` (as ``absolute_apply_ids``): row ``p`` sums ``dy[s, :, rest]``
+    over every ``(s, rest)`` whose id is ``p``, exactly (as fractions), then
+    rounds once to float64."""
+    columns = np.broadcast_to(
+        ids.reshape(ids.shape + (1,) * (dy.ndim - 1 - ids.ndim)), dy.shape[:1] + dy.shape[2:]
+    )
+    sums = [[Fraction(0)] * dy.shape[1] for _ in range(length)]
+    for s, *rest in np.ndindex(*columns.shape):
+        p = columns[(s, *rest)]
+        for c in range(dy.shape[1]):
+            sums[p][c] += Fraction(float(dy[(s, c, *rest)]))
+    return np.array([[float(v) for v in row] for row in sums]).reshape(length, dy.shape[1])
 
 
 def causal_mask(seq_len: int) -> np.ndarray:

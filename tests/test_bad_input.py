@@ -449,6 +449,15 @@ _TAKE_ARRAYS = {
     "sin_cached": (lambda bad: RoPE.from_tables(2, np.ones((2, 2)), bad), "sin_cached"),
     "from_table": (lambda bad: LearnedPE.from_table(bad), "embeddings"),
     "positions": (lambda bad: ROPE(_x((8, 3, 1)), positions=bad), "positions"),
+    "AbsolutePE positions": (lambda bad: PE(_x((3, 8, 1)), positions=bad), "positions"),
+    "LearnedPE positions": (
+        lambda bad: LearnedPE(10, 8)(_x((3, 8, 1)), positions=bad),
+        "positions",
+    ),
+    "LearnedPE.backward positions": (
+        lambda bad: LearnedPE(10, 8).backward(_x((3, 8, 1)), positions=bad),
+        "positions",
+    ),
     "create_padding_mask": (lambda bad: create_padding_mask(bad, 3), "lengths"),
     "relative_position": (lambda bad: t5_relative_position_bucket(bad), "relative_position"),
     "interleaved_to_half": (lambda bad: interleaved_to_half(bad), "a"),

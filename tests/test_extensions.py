@@ -430,6 +430,173 @@ def test_absolute_batch_first(dtype):
         pe(np.zeros((3, 7, 5)), batch_first=True)
 
 
+# --- AbsolutePE and LearnedPE: position ids -------------------------------------------
+
+ADDITIVE = {
+    "absolute": lambda: AbsolutePE(6, 12),
+    "learned": lambda: LearnedPE(12, 6, seed=4),
+    "learned64": lambda: LearnedPE(12, 6, seed=4, dtype=np.float64),
+}
+"""The additive layers, each with 12 positions of 6 features."""
+
+
+def _table(pe) -> np.ndarray:
+    """The (features, positions) table that ``pe`` adds."""
+    return pe.embeddings if isinstance(pe, AbsolutePE) else pe.embeddings.T
+
+
+def _assert_ids_read(pe, x: np.ndarray, positions: np.ndarray) -> None:
+    """``pe`` at ``positions`` gives the oracle's bits for ``x`` in every
+    layout and every way of writing, in ``x``'s memory order, and leaves
+    ``x`` and the ids as they were."""
+    kept = positions.copy()
+    expected = reference.absolute_apply_ids(x, _table(pe), positions)
+    for _, view in layouts(x):
+        before = view.copy()
+        assert_every_way_of_writing(partial(pe, positions=positions), view, expected)
+        assert_bitwise_equal(view, before)
+    assert_bitwise_equal(positions, kept)
+    assert pe(np.asfortranarray(x), positions=positions).flags.f_contiguous
+
+
+@pytest.mark.parametrize("layer", ADDITIVE)
+@pytest.mark.parametrize("dtype", INPUT_DTYPES)
+def test_additive_position_ids_per_position(layer, dtype):
+    """Ids of shape (seq,), repeated and unordered (read by the loops of
+    offsets, from a table of the ids' columns)."""
+    x = sample((5, 6, 2, 3), dtype, seed=40)
+    _assert_ids_read(ADDITIVE[layer](), x, np.array([11, 0, 3, 3, 7]))
+
+
+@pytest.mark.parametrize("layer", ADDITIVE)
+@pytest.mark.parametrize("dtype", [np.float16, np.float64, np.int8, np.bool_])
+def test_additive_position_ids_per_column(layer, dtype):
+    """Ids one per position and batch column (``x``'s shape without its
+    features axis), of 4-D and of 3-D inputs."""
+    pe = ADDITIVE[layer]()
+    rng = np.random.default_rng(2)
+    _assert_ids_read(pe, sample((5, 6, 2, 3), dtype, seed=40), rng.integers(0, 12, (5, 2, 3)))
+    _assert_ids_read(pe, sample((4, 6, 3), dtype, seed=41), rng.integers(0, 12, (4, 3)))
+
+
+@pytest.mark.parametrize("layer", ADDITIVE)
+def test_additive_position_ids_batch_first_as_pytorch_numbers_them(layer):
+    """Batch-first input takes ids of shape (seq,) or (batch, seq), as
+    Hugging Face's ``position_ids`` (left-padded sequences numbered from
+    their first token), with the bits of the same ids in Julia's layout."""
+    pe = ADDITIVE[layer]()
+    x = sample((3, 7, 6), np.float32, seed=41)  # (batch, seq, features)
+    julia_layout = np.ascontiguousarray(x.transpose(1, 2, 0))
+    lengths = np.array([7, 4, 2])
+    position_ids = np.maximum(np.arange(7)[None] - (7 - lengths)[:, None], 0)
+    for positions, columns in ((position_ids, position_ids.T), (np.arange(4, 11),) * 2):
+        expected = pe(julia_layout, positions=columns).transpose(2, 0, 1)
+        assert_bitwise_equal(
+            expected.transpose(1, 2, 0),
+            reference.absolute_apply_ids(julia_layout, _table(pe), columns),
+        )
+        for _, view in layouts(x):
+            assert_every_way_of_writing(
+                partial(pe, positions=positions, batch_first=True), view, expected
+            )
+    with pytest.raises(
+        ValueError, match=r"positions must have shape \(7,\) or \(3, 7\), got \(7, 3\)"
+    ):
+        pe(x, positions=position_ids.T, batch_first=True)
+
+
+@pytest.mark.parametrize("layer", ADDITIVE)
+def test_additive_position_ids_equal_to_an_offset(layer):
+    """Ids ``offset .. offset + seq - 1`` give the bits of that offset, per
+    position and per batch column; the default offset of any integer type
+    goes with ids, another offset does not."""
+    pe = ADDITIVE[layer]()
+    x = sample((4, 6, 3), np.float32, seed=42)
+    expected = pe(x, offset=5)
+    assert_bitwise_equal(pe(x, positions=np.arange(5, 9)), expected)
+    assert_bitwise_equal(pe(x, positions=np.repeat(np.arange(5, 9)[:, None], 3, 1)), expected)
+    assert_bitwise_equal(pe(x, positions=[5, 6, 7, 8], offset=np.uint8(0)), expected)
+    with pytest.raises(ValueError, match="pass either offset or positions, not both"):
+        pe(x, positions=np.arange(4), offset=1)
+
+
+@pytest.mark.parametrize("layer", ADDITIVE)
+def test_additive_position_ids_are_checked(layer):
+    pe = ADDITIVE[layer]()
+    x = np.zeros((4, 6, 3), np.float32)
+    for bad in (-1, 12):
+        with pytest.raises(ValueError, match=r"positions must lie in \[0, 12\)"):
+            pe(x, positions=np.full(4, bad))
+    with pytest.raises(
+        ValueError, match=r"positions must have shape \(4,\) or \(4, 3\), got \(4, 6\)"
+    ):
+        pe(x, positions=np.zeros((4, 6), int))
+    with pytest.raises(TypeError, match="positions must be integers"):
+        pe(x, positions=np.zeros(4))
+    assert pe(np.zeros((0, 6, 3)), positions=[]).shape == (0, 6, 3)
+
+
+@pytest.mark.parametrize("in_place", [True, False])
+def test_learned_position_ids_into_the_table_they_read(in_place):
+    """An ``out`` that is part of the table gets the sums of the table as it
+    was before the call, with ids too."""
+    table = np.arange(60, dtype=np.float32).reshape(10, 6)
+    pe = LearnedPE.from_table(table)
+    ids = np.array([[5, 0], [9, 4], [6, 7]])  # rows 4-9 are written
+    out = table[4:10].reshape(3, 2, 6).transpose(0, 2, 1)  # (seq, features, batch)
+    x = out if in_place else np.ones((3, 6, 2), np.float32)
+    expected = reference.absolute_apply_ids(x, table.T.copy(), ids)
+    assert pe(x, out=out, positions=ids) is out
+    assert_bitwise_equal(out, expected)
+    assert_bitwise_equal(table[:4], np.arange(24, dtype=np.float32).reshape(4, 6))
+
+
+def test_learned_backward_with_position_ids():
+    """The table's gradient at ids adds every term of the positions and batch
+    columns that read a row (exactly, for values whose sums are exact), zero
+    elsewhere; ``dx`` is ``dy``."""
+    pe = LearnedPE(12, 6, dtype=np.float64, seed=6)
+    dy = np.random.default_rng(7).integers(-50, 50, size=(5, 6, 2, 3)).astype(np.float64)
+    ids = np.array([11, 0, 3, 3, 7])
+    per_column = np.random.default_rng(8).integers(0, 12, size=(5, 2, 3))
+    for positions in (ids, per_column):
+        expected = reference.learned_gradient_ids(dy, 12, positions)
+        for _, view in layouts(dy):
+            dx, dtable = pe.backward(view, positions=positions)
+            assert_bitwise_equal(dx, dy)
+            assert_bitwise_equal(dtable, expected)
+    batch_first = np.ascontiguousarray(dy[..., 0].transpose(2, 0, 1))  # (2, 5, 6)
+    _, dtable = pe.backward(batch_first, positions=per_column[..., 0].T, batch_first=True)
+    assert_bitwise_equal(dtable, reference.learned_gradient_ids(dy[..., 0], 12, per_column[..., 0]))
+    with pytest.raises(ValueError, match="pass either offset or positions, not both"):
+        pe.backward(dy, positions=ids, offset=1)
+    with pytest.raises(ValueError, match=r"positions must lie in \[0, 12\)"):
+        pe.backward(dy, positions=ids + 1)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, np.int32])
+@pytest.mark.parametrize("table_dtype", [np.float32, np.float64])
+def test_learned_backward_position_ids_same_bits_as_the_offset_and_in_every_layout(
+    dtype, table_dtype
+):
+    """Ids ``offset ..`` give the offset's gradient bit for bit, signed zeros
+    included (rows read are summed from -0.0, those not read are +0.0);
+    ids per batch column give the same bits whatever ``dy``'s memory order."""
+    pe = LearnedPE(10, 4, dtype=table_dtype, seed=5)
+    dy = (100 * np.random.default_rng(44).standard_normal((5, 4, 60))).astype(dtype)
+    assert_bitwise_equal(
+        pe.backward(dy, positions=np.arange(2, 7))[1], pe.backward(dy, offset=2)[1]
+    )
+    zeros = -np.zeros((5, 4, 3), dtype)
+    assert_bitwise_equal(
+        pe.backward(zeros, positions=np.arange(2, 7))[1], pe.backward(zeros, offset=2)[1]
+    )
+    per_column = np.random.default_rng(9).integers(0, 10, size=(5, 60))
+    expected = pe.backward(np.ascontiguousarray(dy), positions=per_column)[1]
+    for _, view in [*layouts(dy), ("seq last", stored(dy, (1, 2, 0)))]:
+        assert_bitwise_equal(pe.backward(view, positions=per_column)[1], expected)
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 def test_absolute_channel_innermost_across_position_blocks(monkeypatch, threads):
     """Channel-innermost loops (batch-first inputs, 64 positions at a time;

@@ -168,6 +168,17 @@ def test_absolute_matches_reference(data, channels):
     assert_bitwise_equal(pe(x), reference.absolute_apply(x, pe.embeddings))
 
 
+@given(data=st.data(), channels=st.sampled_from([1, 2, 4, 6]), per_column=st.booleans())
+def test_absolute_at_position_ids_matches_reference(data, channels, per_column):
+    """Ids (seq,) or one per position and batch column, in every way of writing."""
+    pe = AbsolutePE(channels, 6)
+    x = data.draw(arrays_in_any_layout(data.draw(st.integers(1, 6)), channels))
+    shape = (x.shape[0], *x.shape[2:]) if per_column else x.shape[:1]
+    ids = data.draw(hnp.arrays(np.intp, shape, elements=st.integers(0, 5)))
+    expected = reference.absolute_apply_ids(x, pe.embeddings, ids)
+    assert_every_way_of_writing(partial(pe, positions=ids), x, expected)
+
+
 @given(
     x=hnp.arrays(
         st.sampled_from([np.float32, np.int64]),
