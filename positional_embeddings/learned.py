@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 import reprlib
-from typing import Any
+import threading
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -32,6 +33,25 @@ from .absolute import (
 )
 
 __all__ = ["LearnedPE", "as_std", "drawn_table", "pickled_table"]
+
+# Held by every LearnedPE's assignments of its table and the checks again of
+# a table reshaped in place, so that neither undoes the other.
+_ASSIGNING = threading.Lock()
+
+
+class _Held(NamedTuple):
+    """A LearnedPE's table, its layout when it was checked, and the calls
+    remembered for it: replaced as one, so that a call remembers its loop
+    only for the table that loop reads, whichever thread assigns another."""
+
+    table: np.ndarray
+    layout: tuple[Any, ...]
+    direct: DirectCalls
+
+    @classmethod
+    def of(cls, table: np.ndarray) -> _Held:
+        """A checked ``table`` as it is laid out now, with no call remembered."""
+        return cls(table, _layout(table), DirectCalls())
 
 
 class LearnedPE:
@@ -75,7 +95,7 @@ class LearnedPE:
     (32.0, 0.0)
     """
 
-    __slots__ = ("_direct", "_direct_layout", "_embeddings")
+    __slots__ = ("_held",)
 
     def __init__(
         self,
@@ -102,7 +122,7 @@ class LearnedPE:
     def __getstate__(self) -> dict[str, Any]:
         """For pickle (every protocol) and copy: the table.  The remembered
         calls are made again by the copy as it is used."""
-        return {"embeddings": self._embeddings}
+        return {"embeddings": self._held.table}
 
     def __setstate__(self, state: Any) -> None:
         self.embeddings = pickled_table(state, type(self).__name__)  # checked as an assigned table
@@ -116,38 +136,39 @@ class LearnedPE:
         follow it.  A table reshaped or retyped in place takes the same
         checks at the next call.
         """
-        return self._embeddings
+        return self._held.table
 
     @embeddings.setter
     def embeddings(self, embeddings: Any) -> None:
         table = _checked(embeddings)
-        if table is not getattr(self, "_embeddings", None):  # not ``pe.embeddings -= ...``
-            self._embeddings = table
-            self._remember_for(table)
+        with _ASSIGNING:
+            held = getattr(self, "_held", None)
+            if held is None or table is not held.table:  # not ``pe.embeddings -= ...``
+                self._held = _Held.of(table)
 
     @property
     def max_length(self) -> int:
         """Rows of the table the layer holds now."""
-        return int(self._embeddings.shape[0])
+        return int(self._held.table.shape[0])
 
     @property
     def embedding_size(self) -> int:
         """Columns of the table the layer holds now."""
-        return int(self._embeddings.shape[1])
+        return int(self._held.table.shape[1])
 
-    def _remember_for(self, table: np.ndarray) -> None:
-        """Forget the remembered calls: the next ones read ``table`` as it is laid out now."""
-        self._direct = DirectCalls()
-        self._direct_layout = _layout(table)
-
-    def _table(self) -> np.ndarray:
-        """The table as it is now, checked again as an assigned one is where
-        it was reshaped or retyped in place since (then the remembered
-        calls are forgotten)."""
-        table = self._embeddings
-        if _layout(table) != self._direct_layout:
-            self._remember_for(_checked(table))
-        return table
+    def _now(self) -> _Held:
+        """The table as it is now and the calls remembered for it: checked
+        again as an assigned table is where it was reshaped or retyped in
+        place since, then with the remembered calls forgotten (unless
+        another table was assigned meanwhile, which stays held)."""
+        held = self._held
+        if _layout(held.table) == held.layout:
+            return held
+        checked = _Held.of(_checked(held.table))
+        with _ASSIGNING:
+            if self._held is held:
+                self._held = checked
+        return checked
 
     def __call__(
         self,
@@ -165,7 +186,7 @@ class LearnedPE:
         PyTorch's ``x + embedding(position_ids)``), ``out`` and the dtype
         rules are those of :meth:`AbsolutePE.__call__`.
         """
-        table = self._table()
+        table, _, direct = self._now()
         if isinstance(out, np.ndarray) and may_share(table, out):
             # ``out`` (``x`` itself, in place) is part of the table the call
             # reads: read a copy, as numpy and Julia's ``broadcast!`` would
@@ -175,14 +196,14 @@ class LearnedPE:
         if positions is not None:  # the checked path: no call with ids is remembered
             columns = read_only(table.T)
             return add_embeddings(columns, x, out, offset, batch_first, positions=positions)
-        y = remembered_sum(self._direct, x, out, offset, batch_first)
+        y = remembered_sum(direct, x, out, offset, batch_first)
         if y is not None:
             return y
         # The loops read a read-only view, as AbsolutePE's table: Numba's types
         # tell the two apart, and the loops compiled for one serve the other.
         columns = read_only(table.T)
         y = add_embeddings(columns, x, out, offset, batch_first)
-        remember_sum(self._direct, columns, None, x, y, out is None, offset, batch_first)
+        remember_sum(direct, columns, None, x, y, out is None, offset, batch_first)
         return y
 
     def backward(
@@ -213,7 +234,7 @@ class LearnedPE:
         ids ``offset ..`` give the offset's bits; ids per batch column add
         each column's term in turn.
         """
-        table = self._table()
+        table = self._now().table
         batch_first = as_flag(batch_first, "batch_first")
         dy = as_array(dy, "dy", 3)
         seq_len, channels = seq_first(dy, "dy", batch_first).shape[:2]

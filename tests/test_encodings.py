@@ -149,6 +149,58 @@ def test_learned_decoding_steps_read_the_table_as_it_is_now(monkeypatch):
         pe(x, offset=3)
 
 
+def test_learned_table_assigned_during_a_call_is_what_later_calls_read(monkeypatch):
+    """A table assigned while another thread's call is under way (forced
+    here between the call's read of the table and its remembering of the
+    loop): that call may give the old table's sums, every later one gives
+    the new table's, in the layout that call remembered and in others."""
+    old, new = np.zeros((16, 4), np.float32), np.ones((16, 4), np.float32)
+    pe = LearnedPE.from_table(old)
+    x = sample((3, 4, 2), np.float32, seed=1)
+    add = learned.add_embeddings
+
+    def assigned_meanwhile(*args, **kwargs):
+        y = add(*args, **kwargs)
+        pe.embeddings = new
+        return y
+
+    monkeypatch.setattr(learned, "add_embeddings", assigned_meanwhile)
+    assert_bitwise_equal(pe(x), reference.absolute_apply(x, old[:3].T))
+    monkeypatch.setattr(learned, "add_embeddings", add)
+    assert pe.embeddings is new
+    for later in [x, x, sample((3, 4, 5), np.float32, seed=2)]:
+        assert_bitwise_equal(pe(later), reference.absolute_apply(later, new[:3].T))
+
+
+@pytest.mark.filterwarnings("ignore:Setting the (shape|dtype) on a NumPy array:DeprecationWarning")
+def test_learned_table_assigned_while_one_reshaped_in_place_is_checked_again(monkeypatch):
+    """A table assigned while another thread's call checks the table it
+    read, reshaped in place since, again: the assignment holds (the call
+    does not put back the table it checked), and later calls of the call's
+    layout read it."""
+    old, new = np.zeros((16, 4), np.float32), np.ones((8, 8), np.float32)
+    pe = LearnedPE.from_table(old)
+    x = sample((3, 4, 2), np.float32, seed=1)
+    pe(x)
+    old.shape = (8, 8)
+    checked = learned._checked
+    calls = []
+
+    def assigned_meanwhile(table):
+        calls.append(table)
+        if len(calls) == 1:
+            pe.embeddings = new
+        return checked(table)
+
+    monkeypatch.setattr(learned, "_checked", assigned_meanwhile)
+    wide = sample((3, 8, 2), np.float32, seed=2)
+    assert_bitwise_equal(pe(wide), reference.absolute_apply(wide, old[:3].T))
+    monkeypatch.setattr(learned, "_checked", checked)
+    assert calls[0] is old and pe.embeddings is new
+    for _ in range(2):
+        assert_bitwise_equal(pe(wide), reference.absolute_apply(wide, new[:3].T))
+
+
 class Subclass(np.ndarray):
     """An ndarray subclass, which ``out`` may be."""
 
