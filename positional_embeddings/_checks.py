@@ -321,6 +321,11 @@ def output_for(x: np.ndarray, dtype: np.dtype, out: Any, name: str = "x") -> np.
         raise TypeError(f"out must be a numpy array, got {kind or type(out).__name__}")
     if out.shape != x.shape:
         raise ValueError(f"out must have shape {x.shape} like {name}, got {out.shape}")
+    if out.dtype != dtype and out.dtype == dtype.newbyteorder():
+        raise TypeError(
+            f"out must have dtype {dtype} in the machine's byte order, which the loops "
+            f"write, got {dtype} in the other byte order ({out.dtype.str!r})"
+        )
     if out.dtype != dtype:
         raise TypeError(
             f"out must have dtype {dtype} (Julia's promotion of {name}'s {x.dtype} "

@@ -350,6 +350,22 @@ def test_errors_name_the_arguments_of_the_call():
         RoPE(4, 3, base=0)
 
 
+@pytest.mark.parametrize("layer", ["rope", "pe"])
+def test_out_in_the_other_byte_order_is_refused_as_such(layer):
+    """An ``out`` of the right type in the other byte order (which the loops
+    cannot write) is refused saying so: the error said float32 was wanted
+    and '>f4' came, as if the two were other types."""
+    function = ROPE if layer == "rope" else PE
+    x = np.zeros((8, 8, 2), np.float32)
+    swapped = x.astype(x.dtype.newbyteorder())
+    with pytest.raises(TypeError, match=r"^out must have dtype float32 in the machine's byte "):
+        function(x, out=swapped)
+    came = rf"got float32 in the other byte order \({swapped.dtype.str!r}\)$"
+    with pytest.raises(TypeError, match=came):
+        function(x, out=swapped)
+    assert not swapped.any()
+
+
 @pytest.mark.parametrize("make", [partial(LearnedPE, 4, 2), partial(RelativePE, 2, 4)])
 @pytest.mark.parametrize(
     "seed, error", [(-1, ValueError), (1.5, TypeError), ("abc", TypeError), ([1, -2], ValueError)]
