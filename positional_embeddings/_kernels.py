@@ -1733,15 +1733,16 @@ def _absolute_seq_major(x, out, by_position, offset, start, stop, post):  # type
 
 
 @numba.njit(**JIT_LOOP)
-def _absolute_ids(x, out, embeddings, ids, channels_inner):  # type: ignore[no-untyped-def]
+def _absolute_ids(x, out, embeddings, ids, channels_inner, start, stop, post):  # type: ignore[no-untyped-def]
     """``out[a, c, i] = x[a, c, i] + embeddings[c, ids[a, i]]`` over
     (outer, channel, inner) views whose axes ``a`` and ``i`` are the
     sequence and batch axes in the order the arrays store them (outermost
-    first); with ``channels_inner`` the channels are innermost in memory,
-    and each ``(a, i)`` reads its table column at once."""
+    first), range over ``a``; with ``channels_inner`` the channels are
+    innermost in memory, and each ``(a, i)`` reads its table column at once."""
+    posted(post)
     out = _written(x, out)
-    outer, channels, inner = x.shape
-    for a in range(outer):
+    channels, inner = x.shape[1], x.shape[2]
+    for a in range(start, stop):
         if channels_inner:
             for i in range(inner):
                 p = ids[a, i]
@@ -1763,17 +1764,20 @@ def absolute_ids(
     """``out[s, c, b] = x[s, c, b] + embeddings[c, ids[s, b]]`` over (seq,
     channel, batch) views, ``ids`` (seq, batch) intp within the table: the
     additive encodings' forward pass with one id per position and batch
-    column.  ``out`` None adds in place.  One thread; the loop follows
-    ``x``'s memory order, reading all channels of a position from
-    ``by_position(stop)`` (as ``absolute_forward``) where they are
-    innermost."""
+    column.  ``out`` None adds in place.  The loop follows ``x``'s memory
+    order, split over threads along its outermost axis of the two, reading
+    the position-major table ``by_position(stop)`` (as ``absolute_forward``)
+    where the sequence axis is not innermost: there the ids of the inner
+    loop's steps point to positions apart, whose channels that table keeps
+    together (on (2048, 512, 16) C-ordered float32, left-padded ids took
+    35 ms from ``embeddings``, 19 from it; a copy, 13)."""
     inner = _smallest_stride(x)
-    if inner == 1 and by_position is not None and ids.size:
+    if inner != 0 and by_position is not None and ids.size:
         embeddings = by_position(int(ids.max()) + 1)
     if _smallest_stride(x[:, :1]) == 0:  # the batch axis outermost
         x, ids = x.transpose(2, 1, 0), ids.T
         out = None if out is None else out.transpose(2, 1, 0)
-    _absolute_ids(x, out, embeddings, ids, inner == 1)
+    run_ranges(_absolute_ids, x.shape[0], _traffic(x, out), x, out, embeddings, ids, inner == 1)
 
 
 def absolute_forward(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -393,14 +394,16 @@ def add_embeddings(
             f"{table.shape[0]}, got {channels}"
         )
     where = sequence_positions(x, "x", batch_first, table.shape[1], offset, positions)
+    if isinstance(where, np.ndarray):
+        where = _plainest(where)
     out = output_for(x, promote(x.dtype, table.dtype), out)
     view = seq_first(in_machine_order(x), "x", batch_first)
     out_view = out.transpose(_JULIA_AXES) if batch_first else out
     if not isinstance(where, np.ndarray):
         run_forward(absolute_forward, view, out_view, table, where, position_major)
     elif where.ndim == 1:  # the ids' columns, in order, as a table read from 0
-        read = _columns_at(table, where)
-        run_forward(absolute_forward, view, out_view, read, 0, lambda stop: _by_position(read))
+        by_position = None if position_major is None else partial(_read_at, position_major, where)
+        run_forward(absolute_forward, view, out_view, _columns_at(table, where), 0, by_position)
     else:
         run_forward(
             absolute_ids, view, out_view, table, position_major, columns=where, columns_lack=1
@@ -426,15 +429,32 @@ def sequence_positions(
     return where
 
 
+def _plainest(ids: np.ndarray) -> int | np.ndarray:
+    """Position ids (seq,) or (seq, batch...) in the plainest form that
+    gives the same sums: ids the same in every batch column as one column,
+    and a run ``k, k + 1, ..`` as its offset ``k`` (as ``arange(seq)``
+    expanded over the batch, PyTorch's usual ``position_ids``)."""
+    if ids.ndim > 1:
+        columns = ids.reshape(ids.shape[0], -1)
+        if columns.shape[1] == 0 or not (columns == columns[:, :1]).all():
+            return ids
+        ids = columns[:, 0]
+    if ids.size == 0:
+        return 0
+    return int(ids[0]) if (np.diff(ids) == 1).all() else ids
+
+
+def _read_at(position_major: Callable[[int], np.ndarray], ids: np.ndarray, stop: int) -> np.ndarray:
+    """The columns ``ids`` of the F-ordered table ``position_major`` gives
+    (``absolute_forward``'s ``by_position`` for the table they make: ``stop``
+    is their count)."""
+    return _columns_at(position_major(int(ids.max()) + 1), ids)
+
+
 def _columns_at(table: np.ndarray, ids: np.ndarray) -> np.ndarray:
     """The columns ``ids`` of a (features, positions) ``table``, read-only
     and in its memory order (F order for an F-ordered table, else C): a
     table of the type the loops were compiled for."""
     if table.flags.f_contiguous and not table.flags.c_contiguous:
-        return read_only(np.ascontiguousarray(table.T[ids]).T)
-    return read_only(np.ascontiguousarray(table[:, ids]))
-
-
-def _by_position(table: np.ndarray) -> np.ndarray:
-    """``table`` in F order (each position's features adjacent), read-only."""
-    return table if table.flags.f_contiguous else read_only(np.asfortranarray(table))
+        return read_only(np.take(table.T, ids, axis=0).T)
+    return read_only(np.take(table, ids, axis=1))

@@ -477,6 +477,19 @@ def test_additive_position_ids_per_column(layer, dtype):
     rng = np.random.default_rng(2)
     _assert_ids_read(pe, sample((5, 6, 2, 3), dtype, seed=40), rng.integers(0, 12, (5, 2, 3)))
     _assert_ids_read(pe, sample((4, 6, 3), dtype, seed=41), rng.integers(0, 12, (4, 3)))
+    same_in_every_column = np.repeat(np.array([11, 0, 3, 3])[:, None], 3, 1)
+    _assert_ids_read(pe, sample((4, 6, 3), dtype, seed=42), same_in_every_column)
+
+
+@pytest.mark.parametrize("layer", ADDITIVE)
+def test_additive_position_ids_per_column_over_two_threads(layer, monkeypatch):
+    """Per-column ids (left-padded rows, as PyTorch's ``position_ids``) read
+    over two threads, each taking a range of the outer of the sequence and
+    batch axes in memory, give the oracle's bits in every layout."""
+    split_over(monkeypatch, 2)
+    lengths = np.array([9, 5, 1, 7])
+    ids = np.maximum(np.arange(9)[:, None] - (9 - lengths)[None], 0)
+    _assert_ids_read(ADDITIVE[layer](), sample((9, 6, 4), np.float32, seed=43), ids)
 
 
 @pytest.mark.parametrize("layer", ADDITIVE)
