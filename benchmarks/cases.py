@@ -43,6 +43,7 @@ GROUPS = (
     "pe",
     "pe-out",
     "layouts",
+    "positions",
     "tables",
     "cold-start",
 )
@@ -500,6 +501,38 @@ def stored_layout(
     return _measure("layouts", case, x, "", contenders, floor, settings)
 
 
+def left_padded(seq: int, batch: int) -> np.ndarray:
+    """Position ids of a left-padded batch, shape (seq, batch): column ``b``
+    starts after ``b * seq // (2 * batch)`` pad positions, which read
+    position 0 as its real first one does (padded prompts of up to half
+    the length)."""
+    pads = np.arange(batch) * seq // (2 * batch)
+    return np.maximum(np.arange(seq)[:, np.newaxis] - pads, 0)
+
+
+def position_ids(settings: Settings, kind: str, shape: tuple[int, ...], order: str) -> Row:
+    """``rope(x, positions=ids)`` or ``pe(x, positions=ids)`` on float32 ``x``
+    of ``shape`` with one id per position and batch column
+    (``left_padded``), against ``x.copy()`` and the formulas gathering the
+    tables at the ids."""
+    x = _array(shape, np.float32, order)
+    ids = left_padded(shape[1], shape[2]) if kind == "rope" else left_padded(*shape[::2])
+    layer: Any
+    if kind == "pe":
+        layer = _absolute_pe(shape[1], shape[0])
+        formulas = {"numpy": pe_numpy(layer, x, ids), "torch": pe_torch(layer, x, ids)}
+    else:
+        layer = RoPE(shape[0], shape[1])
+        formulas = {"numpy": rope_numpy(layer, x, 0, ids), "torch": rope_torch(layer, x, 0, ids)}
+    contenders: dict[str, Callable[[], object] | None] = {
+        "floor": partial(x.copy, order="K"),
+        "ours": partial(layer, x, positions=ids),
+        **formulas,
+    }
+    case = f"{kind}(x, positions=ids), ids left-padded per column"
+    return _measure("positions", case, x, order, contenders, "x.copy()", settings)
+
+
 def table_construction(
     settings: Settings, kind: str, size: int, length: int, dtype: Any = np.float32
 ) -> Row:
@@ -585,8 +618,9 @@ def all_cases(quick: bool) -> list[Case]:
     16)`` also in float64, 256 MB), AbsolutePE
     batch-first ``(32, 256, 512)`` and RoPE on one batch column ``(128,
     4096, 1)``, RoPE ``(128, 4096, 32)`` stored as (seq, heads, head) and
-    AbsolutePE ``(4096, 512, 16)`` stored as (seq, batch, features), the
-    tables of ``RoPE(128, 131072)``, ``RoPE(128, 65504, T=float16)`` (the
+    AbsolutePE ``(4096, 512, 16)`` stored as (seq, batch, features), both
+    with left-padded position ids per batch column (RoPE on ``(128, 2048,
+    32)``), the tables of ``RoPE(128, 131072)``, ``RoPE(128, 65504, T=float16)`` (the
     longest float16 positions) and ``AbsolutePE(512, 8192)``.  Without
     ``quick``, the cold start also runs with an empty cache (compiling
     everything).
@@ -671,6 +705,15 @@ def all_cases(quick: bool) -> list[Case]:
     cases += [
         Case("layouts", partial(stored_layout, kind=kind, shape=shape, stored=stored))
         for kind, shape, stored in stored_rows
+    ]
+    position_rows = [
+        ("rope", size((128, 2048, 32), (128, 64, 4))),
+        ("pe", size((4096, 512, 16), (64, 512, 2))),
+    ]
+    cases += [
+        Case("positions", partial(position_ids, kind=kind, shape=shape, order=order))
+        for kind, shape in position_rows
+        for order in "CF"
     ]
     rope_length, absolute_length = (1024, 64) if quick else (131_072, 8192)
     cases.append(

@@ -52,16 +52,26 @@ def _broadcast_tables(rope: RoPE, x: np.ndarray, offset: int) -> tuple[np.ndarra
     return cos, sin
 
 
-def rope_numpy(rope: RoPE, x: np.ndarray, offset: int = 0) -> Callable[[], np.ndarray]:
+def rope_numpy(
+    rope: RoPE, x: np.ndarray, offset: int = 0, positions: np.ndarray | None = None
+) -> Callable[[], np.ndarray]:
     """``x * cos + neg_half(x) * sin`` at positions ``offset ..``, the tables
-    broadcast over the batch axes."""
-    cos, sin = _broadcast_tables(rope, x, offset)
-    return lambda: x * cos + neg_half_numpy(x) * sin
+    broadcast over the batch axes; or with ``positions`` (ids of shape
+    ``x.shape[1:]``), the tables' columns at the ids, gathered at each call
+    as the package gathers them."""
+    if positions is None:
+        cos, sin = _broadcast_tables(rope, x, offset)
+        return lambda: x * cos + neg_half_numpy(x) * sin
+    cos, sin = rope.cos_cached, rope.sin_cached
+    return lambda: x * cos[:, positions] + neg_half_numpy(x) * sin[:, positions]
 
 
-def rope_torch(rope: RoPE, x: np.ndarray, offset: int = 0) -> Callable[[], Any] | None:
+def rope_torch(
+    rope: RoPE, x: np.ndarray, offset: int = 0, positions: np.ndarray | None = None
+) -> Callable[[], Any] | None:
     """Hugging Face's eager RoPE on a tensor sharing ``x``'s memory, at
-    positions ``offset ..``.
+    positions ``offset ..`` (or ``positions``, gathered at each call as
+    ``rope_numpy``).
 
     ``x * cos + rotate_half(x) * sin`` with ``rotate_half(x) = cat((-x2, x1))``
     on the head axis (axis 0 in this layout), the tables cast to ``x``'s
@@ -71,33 +81,57 @@ def rope_torch(rope: RoPE, x: np.ndarray, offset: int = 0) -> Callable[[], Any] 
         return None
     tensor = torch.from_numpy(x)
     half = x.shape[0] // 2
-    cos, sin = (
-        torch.from_numpy(table.astype(x.dtype)) for table in _broadcast_tables(rope, x, offset)
-    )
 
     def rotate_half() -> Any:
         return torch.cat((-tensor[half:], tensor[:half]), dim=0)
 
-    return lambda: tensor * cos + rotate_half() * sin
+    if positions is None:
+        cos, sin = (
+            torch.from_numpy(table.astype(x.dtype)) for table in _broadcast_tables(rope, x, offset)
+        )
+        return lambda: tensor * cos + rotate_half() * sin
+    ids = torch.from_numpy(positions.astype(np.int64))
+    cos, sin = (
+        torch.from_numpy(table.astype(x.dtype)) for table in (rope.cos_cached, rope.sin_cached)
+    )
+    return lambda: tensor * cos[:, ids] + rotate_half() * sin[:, ids]
 
 
 def _absolute_slice(pe: AbsolutePE, x: np.ndarray) -> np.ndarray:
     return pe.embeddings[:, : x.shape[0]].T[:, :, np.newaxis]
 
 
-def pe_numpy(pe: AbsolutePE, x: np.ndarray) -> Callable[[], np.ndarray]:
-    """``x + embeddings[:, :seq].T``, broadcast over the batch axis."""
-    table = _absolute_slice(pe, x)
-    return lambda: x + table
+def _rows(pe: AbsolutePE, dtype: Any) -> np.ndarray:
+    """The table as an embedding layer holds it: (positions, features), C order."""
+    return np.ascontiguousarray(pe.embeddings.T, dtype)
 
 
-def pe_torch(pe: AbsolutePE, x: np.ndarray) -> Callable[[], Any] | None:
+def pe_numpy(
+    pe: AbsolutePE, x: np.ndarray, positions: np.ndarray | None = None
+) -> Callable[[], np.ndarray]:
+    """``x + embeddings[:, :seq].T``, broadcast over the batch axis; or with
+    ``positions`` (ids of shape (seq, batch)), the table's rows at the ids,
+    gathered at each call as the package gathers them."""
+    if positions is None:
+        table = _absolute_slice(pe, x)
+        return lambda: x + table
+    rows = _rows(pe, pe.embeddings.dtype)
+    return lambda: x + rows[positions].transpose(0, 2, 1)
+
+
+def pe_torch(
+    pe: AbsolutePE, x: np.ndarray, positions: np.ndarray | None = None
+) -> Callable[[], Any] | None:
     """The same sum in torch eager, on a tensor sharing ``x``'s memory."""
     if torch is None:
         return None
     tensor = torch.from_numpy(x)
-    table = torch.from_numpy(_absolute_slice(pe, x).astype(x.dtype))
-    return lambda: tensor + table
+    if positions is None:
+        table = torch.from_numpy(_absolute_slice(pe, x).astype(x.dtype))
+        return lambda: tensor + table
+    rows = torch.from_numpy(_rows(pe, x.dtype))
+    ids = torch.from_numpy(positions.astype(np.int64))
+    return lambda: tensor + rows[ids].transpose(1, 2)
 
 
 def _angles(dim: int, seq_len: int, base: float) -> np.ndarray:
