@@ -26,7 +26,7 @@ from ._checks import (
 )
 from ._direct import DirectCalls
 from ._kernels import absolute_direct, absolute_forward, absolute_ids, absolute_table
-from ._views import grown_copy, owned, read_only, run_forward
+from ._views import grown_copy, may_share_memory, owned, read_only, run_forward
 from .frequencies import frequency_bands
 
 __all__ = [
@@ -397,6 +397,10 @@ def add_embeddings(
     if isinstance(where, np.ndarray):
         where = _plainest(where)
     out = output_for(x, promote(x.dtype, table.dtype), out)
+    if isinstance(where, np.ndarray) and may_share_memory(where, out):
+        # Ids where the call writes (x's memory, in place): read before the
+        # loop writes over them, as numpy reads such an input (and RoPE).
+        where = where.copy()
     view = seq_first(in_machine_order(x), "x", batch_first)
     out_view = out.transpose(_JULIA_AXES) if batch_first else out
     if not isinstance(where, np.ndarray):

@@ -549,6 +549,34 @@ def test_additive_position_ids_are_checked(layer):
     assert pe(np.zeros((0, 6, 3)), positions=[]).shape == (0, 6, 3)
 
 
+@pytest.mark.parametrize("layer", ADDITIVE)
+@pytest.mark.parametrize("in_place", [False, True])
+@pytest.mark.parametrize("remembered", [False, True])
+def test_additive_position_ids_stored_where_the_call_writes_are_read_first(
+    layer, in_place, remembered
+):
+    """Ids per column that lie in ``out``'s memory (in ``x``'s, in place)
+    are read as they were before the call, as RoPE reads them: the loop
+    wrote over them while it read them, then indexed the table with what it
+    had written (a crash).  The same from a layer that remembers calls of
+    these layouts (a decoding step's)."""
+    pe = ADDITIVE[layer]()
+    shape, ids_shape = (1, 6, 8), (1, 8)
+    memory = np.zeros(48)
+    written = memory.reshape(shape, order="F")
+    ids = memory.view(np.intp)[30:38].reshape(ids_shape)
+    x = written if in_place else np.empty(shape, order="F")
+    x[...] = sample(shape, np.float64, seed=46)
+    ids[...] = np.arange(8).reshape(ids_shape) + 3
+    expected = reference.absolute_apply_ids(x.copy(), _table(pe), ids.copy())
+    if remembered:  # arrays of the same layouts, apart
+        for _ in range(2):
+            other = np.empty(shape, order="F")
+            pe(other, out=other if in_place else np.empty(shape, order="F"), positions=0 * ids)
+    assert pe(x, out=written, positions=ids) is written
+    assert_bitwise_equal(written, expected)
+
+
 @pytest.mark.parametrize("in_place", [True, False])
 def test_learned_position_ids_into_the_table_they_read(in_place):
     """An ``out`` that is part of the table gets the sums of the table as it
