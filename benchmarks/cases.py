@@ -402,20 +402,39 @@ def cached_key(settings: Settings, cache: tuple[int, ...]) -> Row:
     return _measure("decode", case, key, "", contenders, "np.copyto", settings)
 
 
-def pe_decode(settings: Settings, order: str, batch_first: bool = False, seq: int = 1) -> Row:
+_PADDED_STEP = 100
+"""The position of the longest sequence at the left-padded decoding step."""
+
+
+def pe_decode(
+    settings: Settings,
+    order: str,
+    batch_first: bool = False,
+    seq: int = 1,
+    padded: bool = False,
+) -> Row:
     """AbsolutePE's decoding step at position 0: ``pe(x)`` on ``(1, 512, 32)``
     float32 (the Julia docs' features and batch), or ``pe(x,
     batch_first=True)`` on ``(32, 1, 512)`` (numpy and torch add the table
     to its (seq, features, batch) view): microseconds per call.  With
-    ``seq``, a chunk of that many positions (a prefill in chunks)."""
+    ``seq``, a chunk of that many positions (a prefill in chunks).  With
+    ``padded``, the step of a left-padded batch at ``_PADDED_STEP``: ``pe(x,
+    positions=ids)``, each sequence at its own position (``left_padded``;
+    GPT-2's ``position_ids``), numpy and torch gathering the table's rows
+    at the ids."""
     pe = _absolute_pe(512, seq)
     x = _array((32, seq, 512) if batch_first else (seq, 512, 32), np.float32, order)
     layer = partial(pe, batch_first=True) if batch_first else pe
     julia_axes = x.transpose(1, 2, 0) if batch_first else x
+    ids = left_padded(_PADDED_STEP + seq, 32)[-seq:] if padded else None
+    if ids is not None:
+        layer = partial(layer, positions=ids.T if batch_first else ids)
     contenders, floor = _plain_call(layer, x, "new")
-    contenders |= {"numpy": pe_numpy(pe, julia_axes), "torch": pe_torch(pe, julia_axes)}
+    contenders |= {"numpy": pe_numpy(pe, julia_axes, ids), "torch": pe_torch(pe, julia_axes, ids)}
     step = "decode" if seq == 1 else "chunk"
     case = f"{step} pe(x, batch_first=True)" if batch_first else f"{step} pe(x)"
+    if padded:
+        case = case.replace("(x", "(x, positions=ids") + ", ids of a left-padded batch"
     return _measure("decode", case, x, order, contenders, floor, settings)
 
 
@@ -671,6 +690,7 @@ def all_cases(quick: bool) -> list[Case]:
     cases += [Case("decode", partial(pe_decode, order=order)) for order in "CF"]
     cases.append(Case("decode", partial(pe_decode, order="C", batch_first=True)))
     cases += [Case("decode", partial(pe_decode, order=order, seq=8)) for order in "CF"]
+    cases += [Case("decode", partial(pe_decode, order=order, padded=True)) for order in "CF"]
     absolute = size((4096, 512, 16), (64, 512, 2))
     pe_rows: list[tuple[str, tuple[int, ...], Any]] = [
         ("pe", size((100, 512, 32), (10, 512, 4)), np.float32),

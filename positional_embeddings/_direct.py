@@ -162,7 +162,7 @@ class DirectCalls:
             elif not ids.flags.aligned:
                 return None
             record = self._records.get((*key, ids.shape, ids.strides, ids.dtype))
-            if record is None or not ids_within(ids, record[0] + shape[1]):
+            if record is None or not ids_within(ids, record[0]):
                 return None
             if ids is positions and out is not None and may_share_memory(ids, out):
                 return None  # ids where the call writes: the checks read a copy
@@ -216,6 +216,7 @@ class DirectCalls:
         last: int,
         find: Callable[[np.ndarray, np.ndarray | None], Direct | None],
         axes: tuple[int, ...] | None = None,
+        seq_axis: int = 1,
     ) -> None:
         """After a checked call of ``x`` into ``out`` (``x`` itself in place;
         ``new``: an output the call made) at ``where``, keep the loop
@@ -224,9 +225,12 @@ class DirectCalls:
         types.  ``where`` is the call's offset (an int), or the position ids
         it read (native ``intp``, one per position): the record is then for
         ids of their shape and layout.  ``last`` is the largest offset the
-        layer's tables cover for this sequence length; the record covers
-        less where the loop reads a copy of the tables' first positions
-        only (``Direct``).  ``axes``, if given, says that ``x`` and
+        layer's tables cover for this sequence length (``x``'s axis
+        ``seq_axis``: 1 for RoPE, 0 for the additive encodings); the record
+        covers less where the loop reads a copy of the tables' first
+        positions only (``Direct``).  A record for ids keeps the ids' stop
+        (``last`` plus the sequence length), one for offsets its largest
+        offset.  ``axes``, if given, says that ``x`` and
         ``out`` are views ``transpose(axes)`` of the caller's arrays, as
         ``call`` is then told.
 
@@ -251,8 +255,10 @@ class DirectCalls:
             key += (IN_PLACE,) if in_place else (out.shape, out.strides, out.dtype)
         if ids is not None:
             key += (ids.shape, ids.strides, ids.dtype)
+        span = 0 if ids is None else x.shape[seq_axis]
+        limit = last + span
         kept = self._records.get(key)
-        if kept is not None and (kept[0] >= last or _serves(kept[0], x.shape[1], where)):
+        if kept is not None and (kept[0] >= limit or _serves(kept[0], where)):
             return
         if key in self._refused:
             return
@@ -271,8 +277,8 @@ class DirectCalls:
         if len(self._records) >= _MOST_LAYOUTS:
             self._records.clear()
         order, entry, args, length, covered = found
-        last = last if covered is None else min(last, covered)
-        self._records[key] = (last, entry, args, length, order, out.dtype)
+        limit = limit if covered is None else min(limit, covered + span)
+        self._records[key] = (limit, entry, args, length, order, out.dtype)
 
     @staticmethod
     def _find(
@@ -318,14 +324,13 @@ class DirectCalls:
         return order, entry, args, length, covered
 
 
-def _serves(last: int, seq_len: int, where: int | np.ndarray) -> bool:
-    """Whether a record covering offsets up to ``last`` serves a call at
-    ``where`` (an offset, or intp position ids for an ``x`` of ``seq_len``
-    positions along its second axis, as RoPE's): the range ``call``
-    checks."""
+def _serves(limit: int, where: int | np.ndarray) -> bool:
+    """Whether a record whose ``limit`` is its largest offset, or for ids
+    their stop, serves a call at ``where`` (an offset, or intp position
+    ids): the range ``call`` checks."""
     if isinstance(where, np.ndarray):
-        return bool(ids_within(where, last + seq_len))
-    return 0 <= where <= last
+        return bool(ids_within(where, limit))
+    return 0 <= where <= limit
 
 
 def _same_steps(a: np.ndarray, b: np.ndarray) -> bool:

@@ -60,8 +60,10 @@ __all__ = [
     "absolute_direct",
     "absolute_forward",
     "absolute_ids",
+    "absolute_ids_direct",
     "absolute_table",
     "alibi_bias",
+    "decoding_ids",
     "exchanged",
     "gather_rows",
     "ids_within",
@@ -1733,7 +1735,7 @@ def _absolute_seq_major(x, out, by_position, offset, start, stop, post):  # type
 
 
 @numba.njit(**JIT_LOOP)
-def _absolute_ids(x, out, embeddings, ids, channels_inner, start, stop, post):  # type: ignore[no-untyped-def]
+def _absolute_ids(x, out, embeddings, channels_inner, ids, start, stop, post):  # type: ignore[no-untyped-def]
     """``out[a, c, i] = x[a, c, i] + embeddings[c, ids[a, i]]`` over
     (outer, channel, inner) views whose axes ``a`` and ``i`` are the
     sequence and batch axes in the order the arrays store them (outermost
@@ -1774,10 +1776,82 @@ def absolute_ids(
     inner = _smallest_stride(x)
     if inner != 0 and by_position is not None and ids.size:
         embeddings = by_position(int(ids.max()) + 1)
-    if _smallest_stride(x[:, :1]) == 0:  # the batch axis outermost
-        x, ids = x.transpose(2, 1, 0), ids.T
-        out = None if out is None else out.transpose(2, 1, 0)
-    run_ranges(_absolute_ids, x.shape[0], _traffic(x, out), x, out, embeddings, ids, inner == 1)
+    traffic = _traffic(x, out)
+    x, out, ids = _ids_views(x, out, ids)
+    run_ranges(_absolute_ids, x.shape[0], traffic, x, out, embeddings, inner == 1, ids)
+
+
+def decoding_ids(x: np.ndarray, ids: np.ndarray) -> bool:
+    """Whether a call on a (seq, channel, batch) ``x`` reading ``ids`` is a
+    decoding step that the additive encodings remember (``absolute_ids_direct``):
+    3-D, ids one per position and batch column, a few positions."""
+    return x.ndim == 3 and ids.ndim == 2 and x.shape[0] <= _FEW_POSITIONS
+
+
+def absolute_ids_direct(
+    x: np.ndarray,
+    out: np.ndarray | None,
+    table: np.ndarray,
+    by_position: np.ndarray | None,
+    ids: np.ndarray,
+) -> Direct | None:
+    """As ``absolute_direct``, for ``absolute_ids`` on (seq, channel, batch)
+    arrays like ``x`` and ``out`` with (seq, batch) ``ids`` of that type and
+    layout: ``entry(x, out, *args, ids, 0, length, NO_POST)``, reading
+    ``by_position`` where given and the loop reads a position at a time
+    (the table in F order, which may cover fewer positions: the record's
+    ``last`` then says how many, as an offset for ``x``'s sequence length).
+    None where the loop has not been compiled yet."""
+    inner = _smallest_stride(x)
+    embeddings = table if inner == 0 or by_position is None else by_position
+    traffic = _traffic(x, out)
+    views = _ids_views(x, out, ids)
+    args = (embeddings, inner == 1)
+    length = views[0].shape[0]
+    found = _compiled(_absolute_ids, views[0], views[1], args, views[2], length, traffic)
+    if found is None:
+        return None
+    entry = found[0] if views[0] is x else _on_ids_views(found[0])
+    return entry, args, length, None if embeddings is table else embeddings.shape[1] - x.shape[0]
+
+
+def _ids_views(
+    x: np.ndarray, out: np.ndarray | None, ids: np.ndarray
+) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+    """``x``, ``out`` and ``ids`` as ``_absolute_ids`` runs on them: the
+    arrays themselves, or where the batch axis is outermost in memory,
+    their (batch, channel, seq) and (batch, seq) views."""
+    if _smallest_stride(x[:, :1]) != 0:
+        return x, out, ids
+    return _batch_outermost(x, out, ids)
+
+
+def _batch_outermost(
+    x: np.ndarray, out: np.ndarray | None, ids: np.ndarray
+) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+    """The (batch, channel, seq) views of (seq, channel, batch) ``x`` and
+    ``out`` (None stays None), and the (batch, seq) view of ``ids``."""
+    return x.transpose(2, 1, 0), None if out is None else out.transpose(2, 1, 0), ids.T
+
+
+def _on_ids_views(entry: Callable[..., None]) -> Callable[..., None]:
+    """``entry``, found for the views ``_batch_outermost`` gives, as an
+    entry of the arrays themselves and their ids."""
+
+    def call(
+        x: np.ndarray,
+        out: np.ndarray | None,
+        embeddings: np.ndarray,
+        channels_inner: bool,
+        ids: np.ndarray,
+        start: int,
+        stop: int,
+        post: np.ndarray,
+    ) -> None:
+        x, out, ids = _batch_outermost(x, out, ids)
+        entry(x, out, embeddings, channels_inner, ids, start, stop, post)
+
+    return call
 
 
 def absolute_forward(

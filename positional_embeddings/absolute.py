@@ -25,7 +25,14 @@ from ._checks import (
     state_fields,
 )
 from ._direct import DirectCalls
-from ._kernels import absolute_direct, absolute_forward, absolute_ids, absolute_table
+from ._kernels import (
+    absolute_direct,
+    absolute_forward,
+    absolute_ids,
+    absolute_ids_direct,
+    absolute_table,
+    decoding_ids,
+)
 from ._views import grown_copy, may_share_memory, owned, read_only, run_forward
 from .frequencies import frequency_bands
 
@@ -221,14 +228,12 @@ class AbsolutePE:
             "Sequence length exceeds maximum length"; "positions must lie in
             [0, L)"; a bad ``out``.
         """
-        if positions is not None:  # the checked path: no call with ids is remembered
-            return add_embeddings(
-                self._embeddings, x, out, offset, batch_first, self._position_major, positions
-            )
-        y = remembered_sum(self._direct, x, out, offset, batch_first)
+        y = remembered_sum(self._direct, x, out, offset, batch_first, positions)
         if y is not None:
             return y
-        y = add_embeddings(self._embeddings, x, out, offset, batch_first, self._position_major)
+        y = add_embeddings(
+            self._embeddings, x, out, offset, batch_first, self._position_major, positions
+        )
         remember_sum(
             self._direct,
             self._embeddings,
@@ -238,6 +243,7 @@ class AbsolutePE:
             out is None,
             offset,
             batch_first,
+            positions,
         )
         return y
 
@@ -269,22 +275,27 @@ def remembered_sum(
     out: np.ndarray | None,
     offset: Any,
     batch_first: Any,
+    positions: Any = None,
 ) -> np.ndarray | None:
-    """``x + table`` by a call ``direct`` remembers (a decoding step), or None
-    where it has none (``DirectCalls.call``): the fast path of every
-    additive encoding's call.  Batch-first steps are remembered as the
-    (seq, features, batch) views they are.  ``batch_first`` may be numpy's
-    bool (one of two objects, as Python's)."""
+    """``x + table`` by a call ``direct`` remembers (a decoding step, at an
+    offset or reading position ids), or None where it has none
+    (``DirectCalls.call``): the fast path of every additive encoding's
+    call.  Batch-first steps are remembered as the (seq, features, batch)
+    views they are, with their ids as (seq, batch).  ``batch_first`` may be
+    numpy's bool (one of two objects, as Python's)."""
     if batch_first is False or batch_first is np.False_:
-        return direct.call(x, out, offset)
+        return direct.call(x, out, offset, positions)
     if (
         (batch_first is True or batch_first is np.True_)
         and type(x) is np.ndarray
         and x.ndim == 3
         and (out is None or _three_d(out))
     ):
+        ids = None if positions is None else _seq_first_ids(positions)
+        if ids is _UNREAD:
+            return None
         view, out_view = _julia_axes(x, out, True)
-        y = direct.call(view, out_view, offset, None, _JULIA_AXES)
+        y = direct.call(view, out_view, offset, ids, _JULIA_AXES)
         if y is not None:  # a new output in x's axes, or a view of the caller's out
             return y if out is None else out
     return None
@@ -299,10 +310,13 @@ def remember_sum(
     new: bool,
     offset: Any,
     batch_first: Any,
+    positions: Any = None,
 ) -> None:
-    """After ``y = add_embeddings(...)`` of ``x`` at ``offset`` (checked;
-    ``new``: ``y`` is an output the call made), have ``direct`` remember its
-    loop for the next call of the same layout (``remembered_sum``).
+    """After ``y = add_embeddings(...)`` of ``x`` at ``offset`` or reading
+    ``positions`` (checked; ``new``: ``y`` is an output the call made), have
+    ``direct`` remember its loop for the next call of the same layout
+    (``remembered_sum``): with ids, only a decoding step's
+    (``decoding_ids``), whose checked call ran the loop of ids per column.
     ``table`` is the (features, positions) table the call read;
     ``by_position``, if not None, the same table in F order, which the loops
     reading a position at a time read instead (it may cover fewer
@@ -312,16 +326,44 @@ def remember_sum(
     if type(x) is not np.ndarray or not all(map(_native_float, tables)):
         return
     view, y_view = _julia_axes(x, y, batch_first)  # the checks ran on x itself if native
-    if y_view is not None and x.dtype.isnative:
-        direct.remember(
-            view,
-            y_view,
-            new,
-            operator.index(offset),
-            table.shape[1] - view.shape[0],
-            lambda kernel_x, kernel_out: absolute_direct(kernel_x, kernel_out, table, by_position),
-            _JULIA_AXES if batch_first else None,
-        )
+    if y_view is None or not x.dtype.isnative:
+        return
+    where: int | np.ndarray = operator.index(offset)
+    find = partial(absolute_direct, table=table, by_position=by_position)
+    if positions is not None:
+        ids = np.asarray(_seq_first_ids(positions) if batch_first else positions)
+        where = ids if ids.dtype == np.intp else ids.astype(np.intp)  # as ``call`` reads them
+        if not decoding_ids(view, where):
+            return
+        find = partial(absolute_ids_direct, table=table, by_position=by_position, ids=where)
+    direct.remember(
+        view,
+        y_view,
+        new,
+        where,
+        table.shape[1] - view.shape[0],
+        find,
+        _JULIA_AXES if batch_first else None,
+        seq_axis=0,
+    )
+
+
+_UNREAD = object()
+"""What ``_seq_first_ids`` gives for ids that numpy cannot read as an array."""
+
+
+def _seq_first_ids(positions: Any) -> Any:
+    """Position ids given with ``batch_first`` ((seq,) or (batch, seq)) with
+    Julia's axes, integers as ``intp`` first, as the checks read them
+    (``sequence_positions``): (seq, batch) views of 2-D ids; ``_UNREAD``
+    where they are no array (ragged lists: the checks say so)."""
+    try:
+        ids = positions if type(positions) is np.ndarray else np.asarray(positions)
+    except (TypeError, ValueError):
+        return _UNREAD
+    if ids.dtype != np.intp and ids.dtype.kind in "iu":
+        ids = ids.astype(np.intp)
+    return ids.T if ids.ndim == 2 else ids
 
 
 def _native_float(table: Any) -> bool:
@@ -394,7 +436,9 @@ def add_embeddings(
             f"{table.shape[0]}, got {channels}"
         )
     where = sequence_positions(x, "x", batch_first, table.shape[1], offset, positions)
-    if isinstance(where, np.ndarray):
+    if isinstance(where, np.ndarray) and not decoding_ids(seq_first(x, "x", batch_first), where):
+        # Not a decoding step's ids per column: those run the loop of ids
+        # per column, which the layer then remembers for the next steps.
         where = _plainest(where)
     out = output_for(x, promote(x.dtype, table.dtype), out)
     if isinstance(where, np.ndarray) and may_share_memory(where, out):

@@ -193,17 +193,14 @@ class LearnedPE:
             # (rows written before they were read gave wrong sums).
             copy = read_only(table.T.copy(order="K"))
             return add_embeddings(copy, x, out, offset, batch_first, positions=positions)
-        if positions is not None:  # the checked path: no call with ids is remembered
-            columns = read_only(table.T)
-            return add_embeddings(columns, x, out, offset, batch_first, positions=positions)
-        y = remembered_sum(direct, x, out, offset, batch_first)
+        y = remembered_sum(direct, x, out, offset, batch_first, positions)
         if y is not None:
             return y
         # The loops read a read-only view, as AbsolutePE's table: Numba's types
         # tell the two apart, and the loops compiled for one serve the other.
         columns = read_only(table.T)
-        y = add_embeddings(columns, x, out, offset, batch_first)
-        remember_sum(direct, columns, None, x, y, out is None, offset, batch_first)
+        y = add_embeddings(columns, x, out, offset, batch_first, positions=positions)
+        remember_sum(direct, columns, None, x, y, out is None, offset, batch_first, positions)
         return y
 
     def backward(

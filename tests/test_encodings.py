@@ -108,7 +108,9 @@ def test_learned_decoding_steps_read_the_table_as_it_is_now(monkeypatch):
     passes refuse it as assigning it does."""
     checked = []
     add = learned.add_embeddings
-    monkeypatch.setattr(learned, "add_embeddings", lambda *a: checked.append(1) or add(*a))
+    monkeypatch.setattr(
+        learned, "add_embeddings", lambda *a, **k: checked.append(1) or add(*a, **k)
+    )
     pe = LearnedPE(40, 16, seed=7)
     x = sample((1, 16, 5), np.float32, seed=8)
 

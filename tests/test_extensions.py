@@ -550,6 +550,48 @@ def test_additive_position_ids_are_checked(layer):
 
 
 @pytest.mark.parametrize("layer", ADDITIVE)
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("batch_first", [False, True])
+@pytest.mark.parametrize("seq", [1, 2])
+def test_additive_decoding_steps_with_position_ids_take_the_direct_path(
+    monkeypatch, layer, order, batch_first, seq
+):
+    """Decoding a left-padded batch (GPT-2's ``position_ids``, one per
+    sequence and step): after one checked call of each kind, steps with ids
+    of the same shape and layout skip the checks' slow path, read each
+    step's own ids (ids the same in every column too, of any integer dtype,
+    a list of Python ints too), and still refuse ids out of range.  Two
+    positions in Julia's order run the loop over the batch outermost."""
+    pe = ADDITIVE[layer]()
+    shape = (4, seq, 6) if batch_first else (seq, 6, 4)  # a token or two for 4 sequences
+    x = np.asarray(sample(shape, np.float32, seed=45), order=order)
+    julia_x = x.transpose(1, 2, 0) if batch_first else x
+    call = partial(pe, batch_first=batch_first)
+    rng = np.random.default_rng(45)
+    for step in range(6):
+        ids = rng.integers(0, 12, size=(4, seq) if batch_first else (seq, 4))
+        if step == 3:
+            ids[...] = 7  # the same in every column, as a batch without padding
+        columns = ids.T if batch_first else ids
+        expected = reference.absolute_apply_ids(julia_x, _table(pe), columns)
+        if batch_first:
+            expected = expected.transpose(2, 0, 1)
+        if step == 0:  # checked, and remembered for each kind of call
+            assert_every_way_of_writing(partial(call, positions=ids), x, expected)
+            continue
+        with monkeypatch.context() as patch:
+            patch.setattr(absolute, "add_embeddings", refuse_checked_path)
+            patch.setattr(learned_module, "add_embeddings", refuse_checked_path)
+            assert_every_way_of_writing(partial(call, positions=ids), x, expected)
+            for dtype in (np.int32, np.uint8):
+                assert_bitwise_equal(call(x, positions=ids.astype(dtype)), expected)
+            assert_bitwise_equal(call(x, positions=ids.tolist()), expected)
+    for bad in (-1, 12):
+        with pytest.raises(ValueError, match=r"positions must lie in \[0, 12\)"):
+            call(x, positions=np.full(ids.shape, bad))
+
+
+@pytest.mark.parametrize("layer", ADDITIVE)
 @pytest.mark.parametrize("in_place", [False, True])
 @pytest.mark.parametrize("remembered", [False, True])
 def test_additive_position_ids_stored_where_the_call_writes_are_read_first(
@@ -575,6 +617,17 @@ def test_additive_position_ids_stored_where_the_call_writes_are_read_first(
             pe(other, out=other if in_place else np.empty(shape, order="F"), positions=0 * ids)
     assert pe(x, out=written, positions=ids) is written
     assert_bitwise_equal(written, expected)
+
+
+def test_absolute_decoding_steps_read_ids_beyond_the_table_copy_kept():
+    """A remembered step reads the position-major copy of the table that
+    the checked step grew to its ids; a later step with ids beyond that
+    copy is checked again (the copy grown), with the oracle's bits."""
+    pe = AbsolutePE(6, 4096)
+    x = sample((1, 6, 4), np.float32, seed=47)  # C order: the copy is read
+    for ids in ([[0, 1, 2, 3]], [[3, 2, 1, 0]], [[5, 4000, 7, 4095]], [[4095, 0, 1, 2]]):
+        expected = reference.absolute_apply_ids(x, pe.embeddings, np.array(ids))
+        assert_bitwise_equal(pe(x, positions=ids), expected)
 
 
 @pytest.mark.parametrize("in_place", [True, False])
