@@ -291,7 +291,7 @@ def remembered_sum(
         and x.ndim == 3
         and (out is None or _three_d(out))
     ):
-        ids = None if positions is None else _seq_first_ids(positions)
+        ids = None if positions is None else _read_ids(positions, True)
         if ids is _UNREAD:
             return None
         view, out_view = _julia_axes(x, out, True)
@@ -331,11 +331,11 @@ def remember_sum(
     where: int | np.ndarray = operator.index(offset)
     find = partial(absolute_direct, table=table, by_position=by_position)
     if positions is not None:
-        ids = np.asarray(_seq_first_ids(positions) if batch_first else positions)
-        where = ids if ids.dtype == np.intp else ids.astype(np.intp)  # as ``call`` reads them
-        if not decoding_ids(view, where):
+        ids: np.ndarray = _read_ids(positions, batch_first)  # checked: integers, an array
+        if not decoding_ids(view, ids):
             return
-        find = partial(absolute_ids_direct, table=table, by_position=by_position, ids=where)
+        where = ids
+        find = partial(absolute_ids_direct, table=table, by_position=by_position, ids=ids)
     direct.remember(
         view,
         y_view,
@@ -349,21 +349,23 @@ def remember_sum(
 
 
 _UNREAD = object()
-"""What ``_seq_first_ids`` gives for ids that numpy cannot read as an array."""
+"""What ``_read_ids`` gives for ids that numpy cannot read as an array."""
 
 
-def _seq_first_ids(positions: Any) -> Any:
-    """Position ids given with ``batch_first`` ((seq,) or (batch, seq)) with
-    Julia's axes, integers as ``intp`` first, as the checks read them
-    (``sequence_positions``): (seq, batch) views of 2-D ids; ``_UNREAD``
-    where they are no array (ragged lists: the checks say so)."""
+def _read_ids(positions: Any, batch_first: bool) -> Any:
+    """Position ids as a remembered call reads them: an array, integers as
+    ``intp`` (as ``DirectCalls.call`` and the checks convert them), and
+    with ``batch_first`` in Julia's axes, 2-D (batch, seq) ids as their
+    (seq, batch) view (the checks transpose them after converting, as
+    here); ``_UNREAD`` where they are no array (ragged lists: the checks
+    say so)."""
     try:
         ids = positions if type(positions) is np.ndarray else np.asarray(positions)
     except (TypeError, ValueError):
         return _UNREAD
     if ids.dtype != np.intp and ids.dtype.kind in "iu":
         ids = ids.astype(np.intp)
-    return ids.T if ids.ndim == 2 else ids
+    return ids.T if batch_first and ids.ndim == 2 else ids
 
 
 def _native_float(table: Any) -> bool:
@@ -429,14 +431,15 @@ def add_embeddings(
     """
     batch_first = as_flag(batch_first, "batch_first")
     x = as_array(x, "x", 3)
-    channels = seq_first(x, "x", batch_first).shape[1]
+    julia_x = seq_first(x, "x", batch_first)
+    channels = julia_x.shape[1]
     if channels != table.shape[0]:
         raise ValueError(
             "Channel dimension must match embedding size: expected "
             f"{table.shape[0]}, got {channels}"
         )
     where = sequence_positions(x, "x", batch_first, table.shape[1], offset, positions)
-    if isinstance(where, np.ndarray) and not decoding_ids(seq_first(x, "x", batch_first), where):
+    if isinstance(where, np.ndarray) and not decoding_ids(julia_x, where):
         # Not a decoding step's ids per column: those run the loop of ids
         # per column, which the layer then remembers for the next steps.
         where = _plainest(where)
