@@ -89,11 +89,12 @@ class DirectCalls:
     the copy remembers its own as it is used).
     """
 
-    __slots__ = ("_records", "_refused")
+    __slots__ = ("_last", "_records", "_refused")
 
     def __init__(self) -> None:
         self._records: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         self._refused: set[tuple[Any, ...]] = set()
+        self._last: tuple[tuple[Any, ...] | None, tuple[Any, ...] | None] = (None, None)
 
     def __reduce__(self) -> tuple[type[DirectCalls], tuple[()]]:
         return DirectCalls, ()
@@ -143,7 +144,7 @@ class DirectCalls:
             return None
         where: int | np.integer | np.ndarray = offset
         if positions is None:
-            record = self._records.get(key)
+            record = self._record(key)
             if record is None or not 0 <= offset <= record[0]:
                 return None
         else:
@@ -161,7 +162,7 @@ class DirectCalls:
                 ids = ids.astype(np.intp)  # as ``resolve_positions`` converts them
             elif not ids.flags.aligned:
                 return None
-            record = self._records.get((*key, ids.shape, ids.strides, ids.dtype))
+            record = self._record((*key, ids.shape, ids.strides, ids.dtype))
             if record is None or not ids_within(ids, record[0]):
                 return None
             if ids is positions and out is not None and may_share_memory(ids, out):
@@ -279,6 +280,18 @@ class DirectCalls:
         order, entry, args, length, covered = found
         limit = limit if covered is None else min(limit, covered + span)
         self._records[key] = (limit, entry, args, length, order, out.dtype)
+        self._last = (None, None)
+
+    def _record(self, key: tuple[Any, ...]) -> tuple[Any, ...] | None:
+        """The record for ``key``, the last one found first: a decoding
+        loop's steps find the same one, and comparing its key costs less
+        than hashing this one (its dtype's hash is built at each call)."""
+        last_key, record = self._last
+        if key != last_key:
+            record = self._records.get(key)
+            if record is not None:
+                self._last = (key, record)
+        return record
 
     @staticmethod
     def _find(

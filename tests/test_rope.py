@@ -889,6 +889,35 @@ def test_loops_along_positions_are_remembered_for_the_positions_their_tables_cov
     assert len(rope._direct) == 1
 
 
+def test_remembered_calls_in_turn_each_find_their_own_loop(monkeypatch):
+    """Decoding steps of two dtypes laid out alike (the same shape and
+    strides: float64, and float32 every other element of a longer row), and
+    of one dtype into ``out`` of two dtypes, taking turns: after the first
+    call of each, every call is a remembered one, and each gives its own
+    layout's bits."""
+    rope = RoPE(8, 40)
+    wide = sample((8, 1, 3), np.float64, seed=47)
+    narrow = sample((8, 1, 6), np.float32, seed=48)[:, :, ::2]
+    assert (wide.shape, wide.strides) == (narrow.shape, narrow.strides)
+    out32, out64 = np.empty((8, 1, 3), np.float32), np.empty((8, 1, 3), np.float64)
+    calls = [
+        (partial(rope, wide, offset=7), wide),
+        (partial(rope, narrow, offset=7), narrow),
+        (partial(rope, narrow, out32, offset=7), narrow),
+        (partial(rope, narrow.astype(np.float64), out64, offset=7), narrow.astype(np.float64)),
+    ]
+    checked: list[np.ndarray] = []
+    apply = RoPE._apply
+    monkeypatch.setattr(
+        RoPE, "_apply", lambda self, x, *rest: checked.append(x) or apply(self, x, *rest)
+    )
+    for _ in range(3):
+        for call, x in calls:
+            expected = reference.rope_apply(x, rope.cos_cached[:, 7:8], rope.sin_cached[:, 7:8])
+            assert_bitwise_equal(call(), expected)
+    assert len(checked) == len(calls)
+
+
 @pytest.mark.parametrize("batch", [16, 1])
 def test_a_remembered_call_covers_only_what_both_table_copies_cover(batch):
     """The backward pass shares the cos table with the forward pass (not the
