@@ -481,6 +481,24 @@ def test_additive_position_ids_per_column(layer, dtype):
     _assert_ids_read(pe, sample((4, 6, 3), dtype, seed=42), same_in_every_column)
 
 
+@pytest.mark.parametrize(
+    "layer",
+    [lambda: AbsolutePE(40, 12), lambda: LearnedPE(12, 41, seed=4, dtype=np.float64)],
+    ids=["absolute", "learned64"],
+)
+def test_additive_position_ids_per_column_of_a_wide_batch(layer):
+    """Per-column ids of a batch wide enough that, with the batch innermost,
+    the loop gathers the table's values a block of channels at a time
+    (several blocks, the last one shorter) give the oracle's bits in every
+    layout."""
+    pe = layer()
+    features, batch = _table(pe).shape[0], 300
+    block = _kernels._GATHERED_BYTES // (batch * _table(pe).itemsize)
+    assert 1 < block < features and features % block
+    ids = np.random.default_rng(3).integers(0, 12, (3, batch))
+    _assert_ids_read(pe, sample((3, features, batch), np.float32, seed=44), ids)
+
+
 @pytest.mark.parametrize("layer", ADDITIVE)
 def test_additive_position_ids_per_column_over_two_threads(layer, monkeypatch):
     """Per-column ids (left-padded rows, as PyTorch's ``position_ids``) read
@@ -553,23 +571,26 @@ def test_additive_position_ids_are_checked(layer):
 @pytest.mark.parametrize("order", ["C", "F"])
 @pytest.mark.parametrize("batch_first", [False, True])
 @pytest.mark.parametrize("seq", [1, 2])
+@pytest.mark.parametrize("batch", [4, 17])
 def test_additive_decoding_steps_with_position_ids_take_the_direct_path(
-    monkeypatch, layer, order, batch_first, seq
+    monkeypatch, layer, order, batch_first, seq, batch
 ):
     """Decoding a left-padded batch (GPT-2's ``position_ids``, one per
     sequence and step): after one checked call of each kind, steps with ids
     of the same shape and layout skip the checks' slow path, read each
     step's own ids (ids the same in every column too, of any integer dtype,
     a list of Python ints too), and still refuse ids out of range.  Two
-    positions in Julia's order run the loop over the batch outermost."""
+    positions in Julia's order run the loop over the batch outermost; a
+    batch innermost of more than ``_GATHERED_COLUMNS`` columns, the loop
+    that gathers the table's values first."""
     pe = ADDITIVE[layer]()
-    shape = (4, seq, 6) if batch_first else (seq, 6, 4)  # a token or two for 4 sequences
+    shape = (batch, seq, 6) if batch_first else (seq, 6, batch)  # a token or two per sequence
     x = np.asarray(sample(shape, np.float32, seed=45), order=order)
     julia_x = x.transpose(1, 2, 0) if batch_first else x
     call = partial(pe, batch_first=batch_first)
     rng = np.random.default_rng(45)
     for step in range(6):
-        ids = rng.integers(0, 12, size=(4, seq) if batch_first else (seq, 4))
+        ids = rng.integers(0, 12, size=(batch, seq) if batch_first else (seq, batch))
         if step == 3:
             ids[...] = 7  # the same in every column, as a batch without padding
         columns = ids.T if batch_first else ids
