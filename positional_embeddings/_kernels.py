@@ -1786,7 +1786,7 @@ def _absolute_ids_gathered(x, out, embeddings, channels_inner, ids, start, stop,
     posted(post)
     out = _written(x, out)
     channels, inner = x.shape[1], x.shape[2]
-    block = min(max(_GATHERED_BYTES // max(inner * embeddings.itemsize, 1), 1), channels)
+    block = max(min(_GATHERED_BYTES // max(inner * embeddings.itemsize, 1), channels), 1)
     gathered = np.empty((block, inner), embeddings.dtype)
     for a in range(start, stop):
         for first in range(0, channels, block):
@@ -1823,8 +1823,8 @@ def absolute_ids(
     if inner != 0 and by_position is not None and ids.size:
         embeddings = by_position(int(ids.max()) + 1)
     traffic = _traffic(x, out)
-    x, out, ids = _ids_views(x, out, ids)
     loop = _ids_loop(inner, x, embeddings)
+    x, out, ids = _ids_views(x, out, ids)
     run_ranges(loop, x.shape[0], traffic, x, out, embeddings, inner == 1, ids)
 
 

@@ -908,7 +908,8 @@ def test_compiled_calls_take_their_arrays_without_numbas_runtime():
     the runtime's records (an allocation and a release per array, as Numba's
     runtime statistics count them), the decoding step included.  (Not the
     loop of AbsolutePE's short sequences in Julia's order, whose scratch
-    plane is allocated in the loop.)"""
+    plane is allocated in the loop, nor the additive encodings' loop of ids
+    per batch column with the batch innermost, whose buffer is.)"""
     result = run_python(RUNTIME_RECORDS, env={"NUMBA_NRT_STATS": "1"})
     assert result.returncode == 0, result.stderr
     counts = dict(line.rsplit(": ", 1) for line in result.stdout.splitlines())
