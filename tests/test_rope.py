@@ -891,10 +891,10 @@ def test_loops_along_positions_are_remembered_for_the_positions_their_tables_cov
 
 def test_remembered_calls_in_turn_each_find_their_own_loop(monkeypatch):
     """Decoding steps of two dtypes laid out alike (the same shape and
-    strides: float64, and float32 every other element of a longer row), and
-    of one dtype into ``out`` of two dtypes, taking turns: after the first
-    call of each, every call is a remembered one, and each gives its own
-    layout's bits."""
+    strides: float64, and float32 every other element of a longer row),
+    allocating and each into an ``out`` of its dtype, taking turns: after
+    the first call of each, every call is a remembered one, and each gives
+    its own layout's bits."""
     rope = RoPE(8, 40)
     wide = sample((8, 1, 3), np.float64, seed=47)
     narrow = sample((8, 1, 6), np.float32, seed=48)[:, :, ::2]
@@ -904,7 +904,7 @@ def test_remembered_calls_in_turn_each_find_their_own_loop(monkeypatch):
         (partial(rope, wide, offset=7), wide),
         (partial(rope, narrow, offset=7), narrow),
         (partial(rope, narrow, out32, offset=7), narrow),
-        (partial(rope, narrow.astype(np.float64), out64, offset=7), narrow.astype(np.float64)),
+        (partial(rope, wide, out64, offset=7), wide),
     ]
     checked: list[np.ndarray] = []
     apply = RoPE._apply
