@@ -21,7 +21,7 @@ from ._views import (
     on_views,
 )
 
-__all__ = ["IN_PLACE", "NEW", "DirectCalls"]
+__all__ = ["IN_PLACE", "NEW", "DirectCalls", "read_ids"]
 
 NEW = "new"
 """What a remembered allocating call writes into, in its key."""
@@ -150,17 +150,8 @@ class DirectCalls:
         else:
             if offset != 0:
                 return None
-            ids = positions
-            if type(ids) is not np.ndarray:
-                if type(ids) not in _ID_SEQUENCES:
-                    return None
-                try:
-                    ids = np.asarray(ids)
-                except (TypeError, ValueError):  # ragged, say: the checks raise it again
-                    return None
-            if ids.dtype is not _INTP and ids.dtype.kind in "iu":
-                ids = ids.astype(np.intp)  # as ``resolve_positions`` converts them
-            elif not ids.flags.aligned:
+            ids = read_ids(positions)
+            if ids is None:
                 return None
             record = self._record((*key, ids.shape, ids.strides, ids.dtype))
             if record is None or not ids_within(ids, record[0]):
@@ -335,6 +326,29 @@ class DirectCalls:
             # those whose views ``merged`` found.
             entry = on_views(entry, merging(views[0].shape, merge))
         return order, entry, args, length, covered
+
+
+def read_ids(positions: Any) -> np.ndarray | None:
+    """Position ids as a remembered call reads them: an ndarray of any
+    integer dtype, or a list or tuple of ints, as an aligned ``intp`` array
+    (as the checks convert them); None for what remembered calls leave to
+    the checks (other types, ndarray subclasses such as masked arrays, ids
+    of no integer dtype, unaligned ids, ragged lists)."""
+    ids = positions
+    if type(ids) is not np.ndarray:
+        if type(ids) not in _ID_SEQUENCES:
+            return None
+        try:
+            ids = np.asarray(ids)
+        except (TypeError, ValueError):  # ragged, say: the checks raise it again
+            return None
+    if ids.dtype is not _INTP:
+        if ids.dtype.kind not in "iu":
+            return None
+        ids = ids.astype(np.intp)  # as ``resolve_positions`` converts them
+    elif not ids.flags.aligned:
+        return None
+    return ids
 
 
 def _serves(limit: int, where: int | np.ndarray) -> bool:

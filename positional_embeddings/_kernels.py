@@ -66,6 +66,7 @@ __all__ = [
     "decoding_ids",
     "exchanged",
     "gather_rows",
+    "ids_run",
     "ids_within",
     "inverse_frequencies",
     "packed_tables",
@@ -1403,6 +1404,28 @@ def ids_within(ids, length):  # type: ignore[no-untyped-def]
         if i < 0 or i >= length:
             return False
     return True
+
+
+@numba.njit(**JIT_LOOP)
+def ids_run(ids):  # type: ignore[no-untyped-def]
+    """The offset ``k`` that position ids (seq,) or (seq, batch...) stand
+    for, where each batch column holds ``k, k + 1, .., k + seq - 1``; -1
+    where they do not, or are empty, or the run starts below 0.  What the
+    additive encodings' checked call reads as an offset, found without
+    numpy's temporaries for a remembered call (``remembered_sum``)."""
+    columns = ids.size // max(ids.shape[0], 1)
+    start = -1
+    position = column = 0
+    for i in ids.flat:
+        if position == 0 and column == 0:
+            start = i
+        if start < 0 or i != start + position:
+            return -1
+        column += 1
+        if column == columns:
+            position += 1
+            column = 0
+    return start
 
 
 def _compiled(

@@ -24,7 +24,7 @@ from ._checks import (
     resolve_positions,
     state_fields,
 )
-from ._direct import DirectCalls
+from ._direct import DirectCalls, read_ids
 from ._kernels import (
     absolute_direct,
     absolute_forward,
@@ -32,6 +32,7 @@ from ._kernels import (
     absolute_ids_direct,
     absolute_table,
     decoding_ids,
+    ids_run,
 )
 from ._views import grown_copy, may_share_memory, owned, read_only, run_forward
 from .frequencies import frequency_bands
@@ -277,28 +278,75 @@ def remembered_sum(
     batch_first: Any,
     positions: Any = None,
 ) -> np.ndarray | None:
-    """``x + table`` by a call ``direct`` remembers (a decoding step, at an
-    offset or reading position ids), or None where it has none
-    (``DirectCalls.call``): the fast path of every additive encoding's
-    call.  Batch-first steps are remembered as the (seq, features, batch)
+    """``x + table`` by a call ``direct`` remembers (at an offset, or
+    reading position ids as ``_remembered_ids`` says), or None where it has
+    none (``DirectCalls.call``): the fast path of every additive encoding's
+    call.  Batch-first calls are remembered as the (seq, features, batch)
     views they are, with their ids as (seq, batch).  ``batch_first`` may be
     numpy's bool (one of two objects, as Python's)."""
+    axes = None
     if batch_first is False or batch_first is np.False_:
-        return direct.call(x, out, offset, positions)
-    if (
+        view, out_view = x, out
+    elif (
         (batch_first is True or batch_first is np.True_)
         and type(x) is np.ndarray
         and x.ndim == 3
         and (out is None or _three_d(out))
     ):
-        ids = None if positions is None else _read_ids(positions, True)
-        if ids is _UNREAD:
-            return None
         view, out_view = _julia_axes(x, out, True)
-        y = direct.call(view, out_view, offset, ids, _JULIA_AXES)
-        if y is not None:  # a new output in x's axes, or a view of the caller's out
-            return y if out is None else out
+        axes = _JULIA_AXES
+    else:
+        return None
+    if positions is not None:
+        if type(view) is not np.ndarray:
+            return None
+        read = _remembered_ids(view, positions, offset, axes is not None)
+        if read is None:
+            return None
+        positions, offset = read
+    y = direct.call(view, out_view, offset, positions, axes)
+    if y is None or axes is None or out is None:
+        return y  # with axes, a new output in x's axes
+    return out
+
+
+def _remembered_ids(
+    x: np.ndarray, positions: Any, offset: Any, batch_first: bool
+) -> tuple[np.ndarray | None, Any] | None:
+    """The ids and the offset with which a remembered call of a (seq,
+    features, batch...) ``x`` reads ``positions`` (given as (batch, seq)
+    when ``batch_first``, ``offset`` beside them), as ``_loop_positions``
+    reads the checked ids: a decoding step's ids per column as they are; a
+    run ``k, k + 1, ..`` in every column as the offset ``k`` (ids None);
+    other ids per column of a 3-D ``x`` as they are.  None where no
+    remembered call takes them: what ``read_ids`` leaves to the checks, ids
+    of a shape they refuse, a run beside an offset other than 0 (refused
+    there too), other ids."""
+    ids = read_ids(positions)
+    if ids is None:
+        return None
+    if batch_first and ids.ndim == 2:
+        ids = ids.T
+    if decoding_ids(x, ids):
+        return ids, offset
+    if ids.shape not in (x.shape[:1], (x.shape[0], *x.shape[2:])):
+        return None
+    start = ids_run(ids)
+    if start >= 0:
+        return (None, start) if _no_offset(offset) else None
+    if ids.ndim == 2 and x.ndim == 3:
+        return ids, offset
     return None
+
+
+def _no_offset(offset: Any) -> bool:
+    """Whether ``offset`` is 0, an integer as the checks take it (Python's
+    or numpy's: not a bool, a float or a ``np.timedelta64``)."""
+    if type(offset) is not int and (
+        not isinstance(offset, np.integer) or isinstance(offset, np.timedelta64)
+    ):
+        return False
+    return offset == 0
 
 
 def remember_sum(
@@ -315,13 +363,14 @@ def remember_sum(
     """After ``y = add_embeddings(...)`` of ``x`` at ``offset`` or reading
     ``positions`` (checked; ``new``: ``y`` is an output the call made), have
     ``direct`` remember its loop for the next call of the same layout
-    (``remembered_sum``): with ids, only a decoding step's
-    (``decoding_ids``), whose checked call ran the loop of ids per column.
-    ``table`` is the (features, positions) table the call read;
-    ``by_position``, if not None, the same table in F order, which the loops
-    reading a position at a time read instead (it may cover fewer
-    positions).  Only native float tables are read by a remembered loop.
-    ``batch_first`` is the flag the checks took (a Python or a numpy bool)."""
+    (``remembered_sum``): with ids, the loop ``_loop_positions`` chose for
+    them, the offset's for a run of ids, the loop of ids per column for ids
+    per column of a 3-D ``x``.  ``table`` is the (features, positions) table
+    the call read; ``by_position``, if not None, the same table in F order,
+    which the loops reading a position at a time read instead (it may cover
+    fewer positions).  Only native float tables are read by a remembered
+    loop.  ``batch_first`` is the flag the checks took (a Python or a numpy
+    bool)."""
     tables = (table,) if by_position is None else (table, by_position)
     if type(x) is not np.ndarray or not all(map(_native_float, tables)):
         return
@@ -329,13 +378,13 @@ def remember_sum(
     if y_view is None or not x.dtype.isnative:
         return
     where: int | np.ndarray = operator.index(offset)
-    find = partial(absolute_direct, table=table, by_position=by_position)
     if positions is not None:
-        ids: np.ndarray = _read_ids(positions, batch_first)  # checked: integers, an array
-        if not decoding_ids(view, ids):
+        where = _loop_positions(view, _read_ids(positions, batch_first))  # checked ids
+    find = partial(absolute_direct, table=table, by_position=by_position)
+    if isinstance(where, np.ndarray):
+        if where.ndim != 2 or view.ndim != 3:
             return
-        where = ids
-        find = partial(absolute_ids_direct, table=table, by_position=by_position, ids=ids)
+        find = partial(absolute_ids_direct, table=table, by_position=by_position, ids=where)
     direct.remember(
         view,
         y_view,
@@ -348,22 +397,12 @@ def remember_sum(
     )
 
 
-_UNREAD = object()
-"""What ``_read_ids`` gives for ids that numpy cannot read as an array."""
-
-
-def _read_ids(positions: Any, batch_first: bool) -> Any:
-    """Position ids as a remembered call reads them: an array, integers as
-    ``intp`` (as ``DirectCalls.call`` and the checks convert them), and
-    with ``batch_first`` in Julia's axes, 2-D (batch, seq) ids as their
-    (seq, batch) view (the checks transpose them after converting, as
-    here); ``_UNREAD`` where they are no array (ragged lists: the checks
-    say so)."""
-    try:
-        ids = positions if type(positions) is np.ndarray else np.asarray(positions)
-    except (TypeError, ValueError):
-        return _UNREAD
-    if ids.dtype != np.intp and ids.dtype.kind in "iu":
+def _read_ids(positions: Any, batch_first: bool) -> np.ndarray:
+    """Position ids the checks took, as ``intp`` (as they convert them),
+    with ``batch_first`` 2-D (batch, seq) ids as their (seq, batch) view
+    (the checks transpose them after converting, as here)."""
+    ids = positions if type(positions) is np.ndarray else np.asarray(positions)
+    if ids.dtype != np.intp:
         ids = ids.astype(np.intp)
     return ids.T if batch_first and ids.ndim == 2 else ids
 
@@ -439,10 +478,8 @@ def add_embeddings(
             f"{table.shape[0]}, got {channels}"
         )
     where = sequence_positions(x, "x", batch_first, table.shape[1], offset, positions)
-    if isinstance(where, np.ndarray) and not decoding_ids(julia_x, where):
-        # Not a decoding step's ids per column: those run the loop of ids
-        # per column, which the layer then remembers for the next steps.
-        where = _plainest(where)
+    if isinstance(where, np.ndarray):
+        where = _loop_positions(julia_x, where)
     out = output_for(x, promote(x.dtype, table.dtype), out)
     if isinstance(where, np.ndarray) and may_share_memory(where, out):
         # Ids where the call writes (x's memory, in place): read before the
@@ -478,6 +515,16 @@ def sequence_positions(
     if batch_first and isinstance(where, np.ndarray) and where.ndim == 2:
         return where.T
     return where
+
+
+def _loop_positions(x: np.ndarray, ids: np.ndarray) -> int | np.ndarray:
+    """The offset or the ids the loop reads for checked ids (``intp``, in
+    Julia's axes) of a (seq, features, batch...) ``x``: a decoding step's
+    ids per column as they are, which always run the loop of ids per
+    column (ids the same in every column too), so that a layout's first
+    step compiles the loop its next steps run; other ids in their plainest
+    form (``_plainest``)."""
+    return ids if decoding_ids(x, ids) else _plainest(ids)
 
 
 def _plainest(ids: np.ndarray) -> int | np.ndarray:

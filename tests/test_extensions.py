@@ -570,7 +570,7 @@ def test_additive_position_ids_are_checked(layer):
 @pytest.mark.parametrize("layer", ADDITIVE)
 @pytest.mark.parametrize("order", ["C", "F"])
 @pytest.mark.parametrize("batch_first", [False, True])
-@pytest.mark.parametrize("seq", [1, 2])
+@pytest.mark.parametrize("seq", [1, 2, 5])
 @pytest.mark.parametrize("batch", [4, 17])
 def test_additive_decoding_steps_with_position_ids_take_the_direct_path(
     monkeypatch, layer, order, batch_first, seq, batch
@@ -610,6 +610,74 @@ def test_additive_decoding_steps_with_position_ids_take_the_direct_path(
     for bad in (-1, 12):
         with pytest.raises(ValueError, match=r"positions must lie in \[0, 12\)"):
             call(x, positions=np.full(ids.shape, bad))
+
+
+@pytest.mark.parametrize("layer", ADDITIVE)
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("batch_first", [False, True])
+@pytest.mark.parametrize("seq", [1, 2, 5])
+def test_additive_calls_with_ids_of_a_run_take_the_remembered_offset_call(
+    monkeypatch, layer, order, batch_first, seq
+):
+    """Ids ``k, k + 1, ..`` (of shape (seq,), or the same run in every batch
+    column: PyTorch's ``position_ids`` without padding) read what the offset
+    ``k`` reads, and after one checked call of each kind take the call
+    remembered for offsets: ``pe(x, positions=[p])`` decoding a step, or a
+    few positions at a time.  The ids are still checked there: a run out of
+    range, of another length than the sequence, with an offset, or of floats
+    is refused as the checks refuse it."""
+    pe = ADDITIVE[layer]()
+    shape = (3, seq, 6) if batch_first else (seq, 6, 3)
+    x = np.asarray(sample(shape, np.float32, seed=48), order=order)
+    call = partial(pe, batch_first=batch_first)
+    per_column = (3, seq) if batch_first else (seq, 3)
+    run_axis = 1 if batch_first else 0
+
+    def runs(start: int) -> list:
+        run = np.arange(start, start + seq)
+        column = np.broadcast_to(np.expand_dims(run, 1 - run_axis), per_column)
+        return [run, run.tolist(), run.astype(np.int32), column.copy(), column.T.copy().T]
+
+    last = 12 - seq  # checked, and remembered for each way of writing: up to the last position
+    for ids in runs(last):
+        assert_every_way_of_writing(partial(call, positions=ids), x, call(x, offset=last))
+    with monkeypatch.context() as patch:
+        patch.setattr(absolute, "add_embeddings", refuse_checked_path)
+        patch.setattr(learned_module, "add_embeddings", refuse_checked_path)
+        for start in (0, 3, last):
+            julia_x = np.moveaxis(x, 0, 2) if batch_first else x
+            expected = reference.absolute_apply(julia_x, _table(pe)[:, start:])
+            if batch_first:
+                expected = np.moveaxis(expected, 2, 0)
+            for ids in runs(start):
+                assert_every_way_of_writing(partial(call, positions=ids), x, expected)
+    for bad, error, message in (
+        (np.arange(13 - seq, 13), ValueError, r"positions must lie in \[0, 12\)"),
+        (np.arange(-1, seq - 1), ValueError, r"positions must lie in \[0, 12\)"),
+        (np.arange(2, 3 + seq), ValueError, "positions must have shape"),
+        (np.array(2), ValueError, "positions must have shape"),
+        (np.arange(2.0, 2.0 + seq), TypeError, "positions must be integers"),
+    ):
+        with pytest.raises(error, match=message):
+            call(x, positions=bad)
+    with pytest.raises(ValueError, match="pass either offset or positions, not both"):
+        call(x, positions=np.arange(2, 2 + seq), offset=2)
+
+
+@pytest.mark.parametrize("layer", ADDITIVE)
+@pytest.mark.parametrize("seq", [1, 5])
+def test_remembered_batch_first_calls_refuse_masked_ids(layer, seq):
+    """Masked ids are refused by a layer that remembers calls of their
+    layout, as by one that does not: read as an array, their mask would be
+    dropped and the masked ids read."""
+    pe = ADDITIVE[layer]()
+    x = sample((3, seq, 6), np.float32, seed=49)
+    ids = np.arange(3 * seq).reshape(3, seq) % 12
+    for _ in range(2):
+        pe(x, positions=ids, batch_first=True)
+    masked = np.ma.masked_array(ids, mask=ids == ids.max())
+    with pytest.raises(TypeError, match="positions must not be a masked array"):
+        pe(x, positions=masked, batch_first=True)
 
 
 @pytest.mark.parametrize("layer", ADDITIVE)

@@ -168,15 +168,29 @@ def test_absolute_matches_reference(data, channels):
     assert_bitwise_equal(pe(x), reference.absolute_apply(x, pe.embeddings))
 
 
-@given(data=st.data(), channels=st.sampled_from([1, 2, 4, 6]), per_column=st.booleans())
-def test_absolute_at_position_ids_matches_reference(data, channels, per_column):
-    """Ids (seq,) or one per position and batch column, in every way of writing."""
+@given(
+    data=st.data(),
+    channels=st.sampled_from([1, 2, 4, 6]),
+    per_column=st.booleans(),
+    run=st.booleans(),
+)
+def test_absolute_at_position_ids_matches_reference(data, channels, per_column, run):
+    """Ids (seq,) or one per position and batch column, drawn or a run ``k,
+    k + 1, ..`` (read as the offset ``k``), in every way of writing; a
+    second round, which takes the calls remembered in the first, gives the
+    same bits."""
     pe = AbsolutePE(channels, 6)
     x = data.draw(arrays_in_any_layout(data.draw(st.integers(1, 6)), channels))
     shape = (x.shape[0], *x.shape[2:]) if per_column else x.shape[:1]
-    ids = data.draw(hnp.arrays(np.intp, shape, elements=st.integers(0, 5)))
+    if run:
+        start = data.draw(st.integers(0, 6 - x.shape[0]))
+        column = np.arange(start, start + x.shape[0]).reshape(-1, *[1] * (len(shape) - 1))
+        ids = np.broadcast_to(column, shape).copy()
+    else:
+        ids = data.draw(hnp.arrays(np.intp, shape, elements=st.integers(0, 5)))
     expected = reference.absolute_apply_ids(x, pe.embeddings, ids)
-    assert_every_way_of_writing(partial(pe, positions=ids), x, expected)
+    for _ in range(2):
+        assert_every_way_of_writing(partial(pe, positions=ids), x, expected)
 
 
 @given(
