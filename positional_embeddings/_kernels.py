@@ -1762,16 +1762,59 @@ _GATHERED_BYTES = 8 << 10
 of channels at a time (8 KiB: within the first-level cache, with the rows
 of ``x`` and ``out`` it is added to)."""
 
-_GATHERED_COLUMNS = 16
-"""The widest batch whose decoding steps (``_FEW_POSITIONS``) read a
-position-major table element by element (``_absolute_ids``) rather than
-through the buffer (``_ids_loop``).  Read along the batch, the values of one
-channel at different positions lie a table row apart: rows of 512 float32
-channels, 2 KiB apart, share two sets of the first-level cache, sixteen
-lines.  A (1, 512, b) C-order float32 step with a left-padded batch's ids
-took, element by element against through the buffer, 5.0-9.0 against
-6.4-10.8 us for b of 4 to 16 (the buffer an extra pass), then 19 against
-15 us for 24, 30 against 17-19 for 32, 46 against 32 for 64."""
+_CROWDED = 10
+"""The most table rows starting in one set of the first-level cache that a
+step reads element by element (``_crowded``).  Read along the batch, one
+channel's values at the columns' positions lie a table row apart, and rows
+of a multiple of 4 KiB (1024 float32 channels) start in one set, of 2 KiB
+in two, of 3 KiB in four: beyond what a set holds (8 or 12 lines), the
+reads evict each other, and ``_absolute_ids_gathered`` gathers them
+through a buffer instead.  On the AVX2 machine, float32 in C order, ids of
+left-padded batches: 10 rather than 8 or 12 made no shape of sixteen (512,
+768 and 1024 features, 4-32 columns, 1-4096 positions) more than 1.08x
+slower than the rule before it (the buffer wherever a call had more than
+16 columns or 2 positions), and most 0.62-0.95x; (512, 768, 32) 13.8 ->
+9.4 ms, (8, 768, 4) 43 -> 26 us, (64, 1024, 16) 1.10 -> 1.00 ms.  The
+1.08x: decoding steps of 16 columns, which pay the buffer's allocation."""
+
+_SET_BYTES = 64
+"""The bytes of a cache line, which the first-level cache's sets index."""
+
+_SETS = 64
+"""The sets of the first-level cache (32 KiB of 8 ways, or 48 of 12): an
+address's set repeats every 4 KiB."""
+
+
+@numba.njit(**JIT)
+def _crowded(ids, a, row_bytes, seen, counts):  # type: ignore[no-untyped-def]
+    """Whether more than ``_CROWDED`` of the table rows that step ``a``'s
+    batch columns read (``ids[a]``, rows ``row_bytes`` apart) start in one
+    set of the first-level cache, each row counted once (columns at one
+    position share its lines).  ``seen`` (``_SETS``, ``_CROWDED``) and
+    ``counts`` (``_SETS``) hold the rows counted in each set."""
+    counts[:] = 0
+    for i in range(ids.shape[1]):
+        p = ids[a, i]
+        cache_set = p * row_bytes // _SET_BYTES % _SETS
+        k = counts[cache_set]
+        for j in range(k):
+            if seen[cache_set, j] == p:
+                break
+        else:
+            if k == _CROWDED:
+                return True
+            seen[cache_set, k] = p
+            counts[cache_set] = k + 1
+    return False
+
+
+@numba.njit(**JIT_INLINED)
+def _add_at_ids(x, out, embeddings, ids, a):  # type: ignore[no-untyped-def]
+    """``out[a, c, i] = x[a, c, i] + embeddings[c, ids[a, i]]`` for every
+    channel ``c``, the batch columns ``i`` innermost."""
+    for c in range(x.shape[1]):
+        for i in range(x.shape[2]):
+            out[a, c, i] = _add(_load(x[a, c, i]), embeddings[c, ids[a, i]], out.dtype)
 
 
 @numba.njit(**JIT_LOOP)
@@ -1793,25 +1836,30 @@ def _absolute_ids(x, out, embeddings, channels_inner, ids, start, stop, post):  
                 for c in range(channels):
                     out[a, c, i] = _add(_load(x[a, c, i]), embeddings[c, p], out.dtype)
         else:
-            for c in range(channels):
-                for i in range(inner):
-                    out[a, c, i] = _add(_load(x[a, c, i]), embeddings[c, ids[a, i]], out.dtype)
+            _add_at_ids(x, out, embeddings, ids, a)
 
 
 @numba.njit(**JIT)
 def _absolute_ids_gathered(x, out, embeddings, channels_inner, ids, start, stop, post):  # type: ignore[no-untyped-def]
     """``_absolute_ids`` on views whose batch axis is innermost in memory,
     read from the position-major table (``channels_inner`` is False, taken
-    as ``_absolute_ids`` takes it): for each ``a``, a block of channels at a
-    time, the table's values are gathered column by column into a buffer
-    laid out as the block of ``x`` (``_GATHERED_BYTES``), then added to it
-    row by row.  Compiled with Numba's runtime, which allocates the buffer."""
+    as ``_absolute_ids`` takes it): a step ``a`` whose columns' table rows
+    crowd a set of the first-level cache (``_crowded``) gathers the table's
+    values, a block of channels at a time, column by column into a buffer
+    laid out as the block of ``x`` (``_GATHERED_BYTES``), then adds it row
+    by row; other steps read element by element, as ``_absolute_ids``.
+    Compiled with Numba's runtime, which allocates the buffer."""
     posted(post)
     out = _written(x, out)
     channels, inner = x.shape[1], x.shape[2]
     block = max(min(_GATHERED_BYTES // max(inner * embeddings.itemsize, 1), channels), 1)
     gathered = np.empty((block, inner), embeddings.dtype)
+    seen = np.empty((_SETS, _CROWDED), np.intp)
+    counts = np.empty(_SETS, np.intp)
     for a in range(start, stop):
+        if not _crowded(ids, a, embeddings.strides[1], seen, counts):
+            _add_at_ids(x, out, embeddings, ids, a)
+            continue
         for first in range(0, channels, block):
             n = min(block, channels - first)
             for i in range(inner):
@@ -1891,13 +1939,15 @@ def _ids_loop(inner: int, x: np.ndarray, embeddings: np.ndarray) -> Any:
     axis ``inner`` is innermost in memory, reading ``embeddings``:
     ``_absolute_ids_gathered`` where that is the batch axis, the table is
     position-major (read across its rows: ``_GATHERED_BYTES``), and the
-    batch has more than ``_GATHERED_COLUMNS`` columns or the call more than
-    a decoding step's positions.  Float32, ids of a left-padded batch: on
-    (4096, 512, 16) C-order, 35 ms against 42 (a copy: 21).  With the
+    batch has more columns than ``_CROWDED``, which may then crowd a set of
+    the first-level cache.  Float32, the benchmark's ids of a left-padded
+    batch (pads of multiples of 128 positions: every row in one set for 512
+    channels), on (4096, 512, 16) C-order, 35 ms against 42 element by
+    element (a copy: 21).  With the
     sequence innermost (Julia's order), the loop reads the table along its
     positions, and the buffer doubled the time (35 ms to 67)."""
     if inner == 2 and _position_major(embeddings):
-        if x.shape[2] > _GATHERED_COLUMNS or x.shape[0] > _FEW_POSITIONS:
+        if x.shape[2] > _CROWDED:
             return _absolute_ids_gathered
     return _absolute_ids
 

@@ -499,6 +499,34 @@ def test_additive_position_ids_per_column_of_a_wide_batch(layer):
     _assert_ids_read(pe, sample((3, features, batch), np.float32, seed=44), ids)
 
 
+@pytest.mark.parametrize(
+    "layer",
+    [lambda: AbsolutePE(1024, 32), lambda: LearnedPE(32, 512, seed=4, dtype=np.float64)],
+    ids=["absolute", "learned64"],
+)
+def test_additive_position_ids_of_steps_whose_table_rows_crowd_a_cache_set_or_not(layer):
+    """With the batch innermost and more columns than ``_CROWDED``, a step
+    whose columns read more table rows than that starting in one set of the
+    first-level cache (rows of 4 KiB all do) goes through the buffer; a step
+    whose columns read a row or two, element by element: in turn, in one
+    call, with the oracle's bits in every layout."""
+    pe = layer()
+    batch = _kernels._CROWDED + 4
+    ids = np.array(
+        [np.arange(batch), np.full(batch, 5), np.arange(batch) % 2 + 30, np.arange(batch)[::-1]]
+    )
+    rows = pe._position_major(32) if isinstance(pe, AbsolutePE) else _table(pe)
+    assert rows.strides[1] == 4096
+    seen, counts = (
+        np.empty((_kernels._SETS, _kernels._CROWDED), np.intp),
+        np.empty(_kernels._SETS, np.intp),
+    )
+    crowded = [_kernels._crowded(ids, a, 4096, seen, counts) for a in range(len(ids))]
+    assert crowded == [True, False, False, True]
+    x = sample((len(ids), _table(pe).shape[0], batch), np.float32, seed=50)
+    _assert_ids_read(pe, x, ids)
+
+
 @pytest.mark.parametrize("layer", ADDITIVE)
 def test_additive_position_ids_per_column_over_two_threads(layer, monkeypatch):
     """Per-column ids (left-padded rows, as PyTorch's ``position_ids``) read
@@ -581,10 +609,11 @@ def test_additive_decoding_steps_with_position_ids_take_the_direct_path(
     step's own ids (ids the same in every column too, of any integer dtype,
     a list of Python ints too), and still refuse ids out of range.  Two
     positions in Julia's order run the loop over the batch outermost; a
-    batch innermost of more than ``_GATHERED_COLUMNS`` columns, the loop
-    that gathers the table's values first."""
+    batch innermost of more than ``_CROWDED`` columns, the loop that
+    gathers the table's values first where they crowd a cache set.  Five
+    positions: a chunk of a few tokens at a time."""
     pe = ADDITIVE[layer]()
-    shape = (batch, seq, 6) if batch_first else (seq, 6, batch)  # a token or two per sequence
+    shape = (batch, seq, 6) if batch_first else (seq, 6, batch)  # a few tokens per sequence
     x = np.asarray(sample(shape, np.float32, seed=45), order=order)
     julia_x = x.transpose(1, 2, 0) if batch_first else x
     call = partial(pe, batch_first=batch_first)
