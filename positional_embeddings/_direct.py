@@ -21,7 +21,7 @@ from ._views import (
     on_views,
 )
 
-__all__ = ["IN_PLACE", "NEW", "DirectCalls", "read_ids"]
+__all__ = ["IN_PLACE", "NEW", "DirectCalls", "is_offset", "read_ids"]
 
 NEW = "new"
 """What a remembered allocating call writes into, in its key."""
@@ -112,6 +112,7 @@ class DirectCalls:
         offset: Any,
         positions: Any = None,
         axes: tuple[int, ...] | None = None,
+        ids: np.ndarray | None = None,
     ) -> np.ndarray | None:
         """The result of the remembered call for ``x`` into ``out`` (None: a
         new output) at ``offset``, or with ``positions`` (position ids;
@@ -127,11 +128,13 @@ class DirectCalls:
         arrays viewed as ``transpose(axes)`` (a batch-first input, say): a
         new output is then made as the checks make it for the caller's
         array, and returned in the caller's axes.  A view's own new output
-        would differ in its strides along axes of length 1."""
-        if type(x) is not np.ndarray or not (
-            type(offset) is int
-            or (isinstance(offset, np.integer) and not isinstance(offset, np.timedelta64))
-        ):
+        would differ in its strides along axes of length 1.
+
+        ``ids``, if given, are ``positions`` as ``read_ids`` read them, as
+        the loop reads them (the additive encodings' read them first, to
+        tell their kind: ``(seq, batch)`` views of batch-first ids, say);
+        otherwise they are read here."""
+        if type(x) is not np.ndarray or not (type(offset) is int or is_offset(offset)):
             return None
         shape = x.shape
         if out is None:
@@ -150,13 +153,19 @@ class DirectCalls:
         else:
             if offset != 0:
                 return None
-            ids = read_ids(positions)
             if ids is None:
-                return None
+                ids = read_ids(positions)
+                if ids is None:
+                    return None
             record = self._record((*key, ids.shape, ids.strides, ids.dtype))
             if record is None or not ids_within(ids, record[0]):
                 return None
-            if ids is positions and out is not None and may_share_memory(ids, out):
+            if (
+                out is not None
+                and type(positions) is np.ndarray
+                and positions.dtype is _INTP  # read as they are (``read_ids``): the caller's
+                and may_share_memory(ids, out)
+            ):
                 return None  # ids where the call writes: the checks read a copy
             where = ids
         _, entry, args, length, order, dtype = record
@@ -326,6 +335,15 @@ class DirectCalls:
             # those whose views ``merged`` found.
             entry = on_views(entry, merging(views[0].shape, merge))
         return order, entry, args, length, covered
+
+
+def is_offset(offset: Any) -> bool:
+    """Whether ``offset`` is an integer as the checks take it: Python's or
+    numpy's, not a ``np.timedelta64`` (which numpy counts among its
+    integers) nor a bool, a float, an array."""
+    return type(offset) is int or (
+        isinstance(offset, np.integer) and not isinstance(offset, np.timedelta64)
+    )
 
 
 def read_ids(positions: Any) -> np.ndarray | None:

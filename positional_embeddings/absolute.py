@@ -24,7 +24,7 @@ from ._checks import (
     resolve_positions,
     state_fields,
 )
-from ._direct import DirectCalls, read_ids
+from ._direct import DirectCalls, is_offset, read_ids
 from ._kernels import (
     absolute_direct,
     absolute_forward,
@@ -297,14 +297,17 @@ def remembered_sum(
         axes = _JULIA_AXES
     else:
         return None
+    ids = None
     if positions is not None:
         if type(view) is not np.ndarray:
             return None
         read = _remembered_ids(view, positions, offset, axes is not None)
         if read is None:
             return None
-        positions, offset = read
-    y = direct.call(view, out_view, offset, positions, axes)
+        ids, offset = read
+        if ids is None:  # a run, read as its offset
+            positions = None
+    y = direct.call(view, out_view, offset, positions, axes, ids)
     if y is None or axes is None or out is None:
         return y  # with axes, a new output in x's axes
     return out
@@ -328,25 +331,17 @@ def _remembered_ids(
     if batch_first and ids.ndim == 2:
         ids = ids.T
     if decoding_ids(x, ids):
-        return ids, offset
-    if ids.shape not in (x.shape[:1], (x.shape[0], *x.shape[2:])):
-        return None
+        return ids, offset  # a record's key holds its ids' shape
+    if not ids.ndim or ids.shape[0] != x.shape[0]:
+        return None  # refused by the checks
     start = ids_run(ids)
     if start >= 0:
-        return (None, start) if _no_offset(offset) else None
+        if ids.shape not in (x.shape[:1], (x.shape[0], *x.shape[2:])):
+            return None  # the offset's record holds no ids' shape
+        return (None, start) if is_offset(offset) and offset == 0 else None
     if ids.ndim == 2 and x.ndim == 3:
         return ids, offset
     return None
-
-
-def _no_offset(offset: Any) -> bool:
-    """Whether ``offset`` is 0, an integer as the checks take it (Python's
-    or numpy's: not a bool, a float or a ``np.timedelta64``)."""
-    if type(offset) is not int and (
-        not isinstance(offset, np.integer) or isinstance(offset, np.timedelta64)
-    ):
-        return False
-    return offset == 0
 
 
 def remember_sum(

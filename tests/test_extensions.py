@@ -712,29 +712,35 @@ def test_remembered_batch_first_calls_refuse_masked_ids(layer, seq):
 @pytest.mark.parametrize("layer", ADDITIVE)
 @pytest.mark.parametrize("in_place", [False, True])
 @pytest.mark.parametrize("remembered", [False, True])
+@pytest.mark.parametrize("batch_first", [False, True])
 def test_additive_position_ids_stored_where_the_call_writes_are_read_first(
-    layer, in_place, remembered
+    layer, in_place, remembered, batch_first
 ):
     """Ids per column that lie in ``out``'s memory (in ``x``'s, in place)
     are read as they were before the call, as RoPE reads them: the loop
     wrote over them while it read them, then indexed the table with what it
     had written (a crash).  The same from a layer that remembers calls of
-    these layouts (a decoding step's)."""
+    these layouts (a decoding step's), batch-first ones too, whose
+    remembered call reads a transposed view of the ids."""
     pe = ADDITIVE[layer]()
-    shape, ids_shape = (1, 6, 8), (1, 8)
+    shape, ids_shape = ((8, 1, 6), (8, 1)) if batch_first else ((1, 6, 8), (1, 8))
     memory = np.zeros(48)
     written = memory.reshape(shape, order="F")
     ids = memory.view(np.intp)[30:38].reshape(ids_shape)
     x = written if in_place else np.empty(shape, order="F")
     x[...] = sample(shape, np.float64, seed=46)
     ids[...] = np.arange(8).reshape(ids_shape) + 3
-    expected = reference.absolute_apply_ids(x.copy(), _table(pe), ids.copy())
+    julia = (lambda a: a.transpose(1, 2, 0)) if batch_first else (lambda a: a)
+    expected = reference.absolute_apply_ids(
+        julia(x).copy(), _table(pe), (ids.T if batch_first else ids).copy()
+    )
+    call = partial(pe, batch_first=batch_first)
     if remembered:  # arrays of the same layouts, apart
         for _ in range(2):
             other = np.empty(shape, order="F")
-            pe(other, out=other if in_place else np.empty(shape, order="F"), positions=0 * ids)
-    assert pe(x, out=written, positions=ids) is written
-    assert_bitwise_equal(written, expected)
+            call(other, out=other if in_place else np.empty(shape, order="F"), positions=0 * ids)
+    assert call(x, out=written, positions=ids) is written
+    assert_bitwise_equal(julia(written), expected)
 
 
 def test_absolute_decoding_steps_read_ids_beyond_the_table_copy_kept():
