@@ -924,7 +924,8 @@ AbsolutePE in C order with batch rows of at most this many bytes, in
 ``x`` and in ``out`` (float32 up to 8 columns, float64 up to 4), runs the
 loop unrolled along the batch, ``_absolute_short_batch``, where both are
 C-contiguous; elsewhere, with rows shorter than this, it puts the channel
-axis innermost, one position at a time.  On the AVX-512 AMD EPYC
+axis innermost, one position at a time (``_channels_inner``), as do the
+loops with position ids.  On the AVX-512 AMD EPYC
 development machine, ``pe(x, out=out)`` float32 unrolled on (512, 512,
 2/3/4) took 46-62 against 139-206 us; (33, 512, 5/7/8) 7.4/14/10.5
 against 24/35/18 us and (512, 512, 5/7/8) 74/133/105 against 195/280/162
@@ -936,7 +937,17 @@ in place.  The channel loop against the batch loop, float32 batches of
 2, 4 and 8: 3x and 1.7x faster, and 2x slower (with the batch loop
 ranging over positions, batches of 4 and 6 measured 0.9-1.2x either
 way).  RoPE keeps the batch axis innermost: its alternatives read x and
-both tables with strides and measured 1-4x slower."""
+both tables with strides and measured 1-4x slower.
+
+A row's bytes are counted in the wider of ``x``'s and ``out``'s types.
+Counted in ``x``'s, float16 into float32 with 9-15 columns took the
+channel loop, 2.4-9.9x the batch loop's time on the AVX2 AMD EPYC
+machine ((1..512, 512..2048, 9..15) with an offset); float32 into float64
+(LearnedPE's float64 table) with 5-7 columns 1.1-2.5x.  With position
+ids per column, float32 C order, the channel loop against the loop along
+the batch (``_absolute_ids``): 0.24-0.5x its time with 2-4 columns, 0.4-0.95x
+with 5-6, 0.6-1.5x with 8 (slower beyond the caches); float64 0.35-0.7x
+with 2 columns, 0.5-1.2x with 4; (seq 1-2048, 64-4096 channels)."""
 
 
 _UNROLLED_BATCH = 4
@@ -972,9 +983,23 @@ def _traffic(x: np.ndarray, out: np.ndarray | None) -> int:
     return x.nbytes + (x if out is None else out).nbytes
 
 
-def _short_batch(x: np.ndarray) -> bool:
-    """Whether the batch rows of a C-order (a, b, batch) view are too short to vectorise."""
-    return x.shape[2] * x.itemsize < _SHORT_ROW_BYTES
+def _short_batch(x: np.ndarray, out: np.ndarray | None) -> bool:
+    """Whether the batch rows of a C-order (a, b, batch) view, read from
+    ``x`` and written to ``out`` (None in place), are too short to vectorise."""
+    return x.shape[2] * _widest(x, out) < _SHORT_ROW_BYTES
+
+
+def _widest(x: np.ndarray, out: np.ndarray | None) -> int:
+    """The larger itemsize of ``x`` and ``out`` (None: in place)."""
+    return x.itemsize if out is None else max(x.itemsize, out.itemsize)
+
+
+def _channels_inner(x: np.ndarray, out: np.ndarray | None, inner: int) -> bool:
+    """Whether AbsolutePE's loops over a (seq, channel, batch) ``x`` whose
+    axis ``inner`` is innermost in memory put the channels innermost: where
+    they are, or where the batch is and its rows are too short to vectorise
+    (``_short_batch``)."""
+    return inner == 1 or (inner == 2 and _short_batch(x, out))
 
 
 def _smallest_stride(x: np.ndarray) -> int:
@@ -1822,10 +1847,11 @@ def _absolute_ids(x, out, embeddings, channels_inner, ids, start, stop, post):  
     """``out[a, c, i] = x[a, c, i] + embeddings[c, ids[a, i]]`` over
     (outer, channel, inner) views whose axes ``a`` and ``i`` are the
     sequence and batch axes in the order the arrays store them (outermost
-    first), range over ``a``; with ``channels_inner`` the channels are
-    innermost in memory, and each ``(a, i)`` reads its table column at once.
-    Otherwise the sequence axis is (``_ids_loop``), and each channel reads
-    its table row at the ids of the sequence's positions."""
+    first), range over ``a``; with ``channels_inner`` (``_channels_inner``:
+    the channels innermost in memory, or the batch with rows too short to
+    vectorise) each ``(a, i)`` reads its table column at once.  Otherwise
+    the batch or the sequence axis is innermost (``_ids_loop``), and each
+    channel reads its table row at the ids of the step's columns."""
     posted(post)
     out = _written(x, out)
     channels, inner = x.shape[1], x.shape[2]
@@ -1895,8 +1921,9 @@ def absolute_ids(
         embeddings = by_position(int(ids.max()) + 1)
     traffic = _traffic(x, out)
     loop = _ids_loop(inner, x, embeddings)
+    channels_inner = _channels_inner(x, out, inner)
     x, out, ids = _ids_views(x, out, ids)
-    run_ranges(loop, x.shape[0], traffic, x, out, embeddings, inner == 1, ids)
+    run_ranges(loop, x.shape[0], traffic, x, out, embeddings, channels_inner, ids)
 
 
 def decoding_ids(x: np.ndarray, ids: np.ndarray) -> bool:
@@ -1924,7 +1951,7 @@ def absolute_ids_direct(
     embeddings = table if inner == 0 or by_position is None else by_position
     traffic = _traffic(x, out)
     views = _ids_views(x, out, ids)
-    args = (embeddings, inner == 1)
+    args = (embeddings, _channels_inner(x, out, inner))
     length = views[0].shape[0]
     loop = _ids_loop(inner, x, embeddings)
     found = _compiled(loop, views[0], views[1], args, views[2], length, traffic)
@@ -2027,7 +2054,7 @@ def _absolute_loop(
     offset, start, stop, post)`` over ``0 .. length`` is the call (``view``
     None: on ``x`` and ``out`` themselves)."""
     seq, channels, batch = x.shape
-    few = _absolute_few(x, inner, traffic)
+    few = _absolute_few(x, out, inner, traffic)
     if few is not None:
         return _absolute_few_positions, seq, None, (embeddings.T, few)
     across = _smallest_stride(x)  # where inner is 0 and this is not: tiles
@@ -2044,10 +2071,9 @@ def _absolute_loop(
         return _absolute_inner_seq, batch * channels, None, (embeddings,)
     if inner == 1 and _seq_outermost(x, 0):
         return _absolute_seq_major, seq, _BY_SEQ, (embeddings.T,)
-    widest = max(x.itemsize, 0 if out is None else out.itemsize)
-    if inner == 2 and _unrolled_batch(x, out, _SHORT_ROW_BYTES // widest):
+    if inner == 2 and _unrolled_batch(x, out, _SHORT_ROW_BYTES // _widest(x, out)):
         return _absolute_short_batch, seq, None, (embeddings, (None,) * batch)
-    if inner == 1 or _short_batch(x):
+    if _channels_inner(x, out, inner):
         block = _POSITION_BLOCK if inner == 1 else 1
         return _absolute_inner_channel, (seq + block - 1) // block, _BY_BATCH, (embeddings, block)
     parts = _parts(traffic, seq)
@@ -2083,13 +2109,13 @@ def _absolute_inner(x: np.ndarray, out: np.ndarray | None) -> int:
     return inner if along is None else along
 
 
-def _absolute_few(x: np.ndarray, inner: int, traffic: int) -> bool | None:
+def _absolute_few(x: np.ndarray, out: np.ndarray | None, inner: int, traffic: int) -> bool | None:
     """``channels_inner`` for ``_absolute_few_positions`` if it is the loop
     for ``x`` (a few positions on one thread, a layout other than Julia's
     with the sequence innermost), else None."""
     if inner == 0 or not _few_positions(x, 0, traffic):
         return None
-    return inner == 1 or _short_batch(x)
+    return _channels_inner(x, out, inner)
 
 
 def _parts(traffic: int, units: int) -> int:

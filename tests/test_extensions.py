@@ -528,6 +528,45 @@ def test_additive_position_ids_of_steps_whose_table_rows_crowd_a_cache_set_or_no
 
 
 @pytest.mark.parametrize("layer", ADDITIVE)
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("batch", [2, 3, 4, 7, 8])
+def test_additive_position_ids_of_short_batch_rows_read_along_the_channels(
+    monkeypatch, layer, dtype, batch
+):
+    """In C order, ids per column of a batch whose rows hold fewer than 32
+    bytes in the wider of ``x``'s and the result's types (float32 results:
+    up to 7 columns; float64: up to 3), too short to vectorise, are read
+    column by column along the channels; longer rows along the batch.  The
+    oracle's bits either way, in every layout; the loops remembered (for
+    a decoding step, for a chunk) read them as the checked ones."""
+    pe = ADDITIVE[layer]()
+    x = sample((5, 6, batch), dtype, seed=batch)
+    ids = np.random.default_rng(batch).integers(0, 12, size=(5, batch))
+    result = np.result_type(dtype, _table(pe).dtype)
+    short = batch * max(x.itemsize, result.itemsize) < 32
+    calls = []
+    run_ranges = _kernels.run_ranges
+
+    def spy(kernel, length, cost, *args):
+        calls.append((kernel.__name__, args[3]))
+        run_ranges(kernel, length, cost, *args)
+
+    def found(*args, **kwargs):
+        entry, loop_args, *rest = _kernels.absolute_ids_direct(*args, **kwargs)
+        calls.append(("remembered", loop_args[-1]))
+        return entry, loop_args, *rest
+
+    monkeypatch.setattr(_kernels, "run_ranges", spy)
+    monkeypatch.setattr(absolute, "absolute_ids_direct", found)
+    assert_bitwise_equal(pe(x, positions=ids), reference.absolute_apply_ids(x, _table(pe), ids))
+    step = x[:1]
+    pe(step, positions=ids[:1])
+    assert set(calls) == {("_absolute_ids", short), ("remembered", short)}
+    _assert_ids_read(pe, x, ids)
+    _assert_ids_read(pe, step, ids[:1])
+
+
+@pytest.mark.parametrize("layer", ADDITIVE)
 def test_additive_position_ids_per_column_over_two_threads(layer, monkeypatch):
     """Per-column ids (left-padded rows, as PyTorch's ``position_ids``) read
     over two threads, each taking a range of the outer of the sequence and
