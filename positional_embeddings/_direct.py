@@ -134,6 +134,7 @@ class DirectCalls:
         the loop reads them (the additive encodings' read them first, to
         tell their kind: ``(seq, batch)`` views of batch-first ids, say);
         otherwise they are read here."""
+        # ``type(offset) is int`` first: a decoding step's offset, without a call.
         if type(x) is not np.ndarray or not (type(offset) is int or is_offset(offset)):
             return None
         shape = x.shape

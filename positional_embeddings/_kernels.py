@@ -1920,8 +1920,7 @@ def absolute_ids(
     if inner != 0 and by_position is not None and ids.size:
         embeddings = by_position(int(ids.max()) + 1)
     traffic = _traffic(x, out)
-    loop = _ids_loop(inner, x, embeddings)
-    channels_inner = _channels_inner(x, out, inner)
+    loop, channels_inner = _ids_loop(inner, x, out, embeddings)
     x, out, ids = _ids_views(x, out, ids)
     run_ranges(loop, x.shape[0], traffic, x, out, embeddings, channels_inner, ids)
 
@@ -1951,9 +1950,9 @@ def absolute_ids_direct(
     embeddings = table if inner == 0 or by_position is None else by_position
     traffic = _traffic(x, out)
     views = _ids_views(x, out, ids)
-    args = (embeddings, _channels_inner(x, out, inner))
+    loop, channels_inner = _ids_loop(inner, x, out, embeddings)
+    args = (embeddings, channels_inner)
     length = views[0].shape[0]
-    loop = _ids_loop(inner, x, embeddings)
     found = _compiled(loop, views[0], views[1], args, views[2], length, traffic)
     if found is None:
         return None
@@ -1961,10 +1960,14 @@ def absolute_ids_direct(
     return entry, args, length, None if embeddings is table else embeddings.shape[1] - x.shape[0]
 
 
-def _ids_loop(inner: int, x: np.ndarray, embeddings: np.ndarray) -> Any:
+def _ids_loop(
+    inner: int, x: np.ndarray, out: np.ndarray | None, embeddings: np.ndarray
+) -> tuple[Any, bool]:
     """The loop of ids per column for a (seq, channel, batch) ``x`` whose
-    axis ``inner`` is innermost in memory, reading ``embeddings``:
-    ``_absolute_ids_gathered`` where that is the batch axis, the table is
+    axis ``inner`` is innermost in memory, into ``out`` (None in place),
+    reading ``embeddings``, and its ``channels_inner`` (``_channels_inner``).
+    ``_absolute_ids_gathered`` where the batch axis is innermost with rows
+    long enough to vectorise, the table is
     position-major (read across its rows: ``_GATHERED_BYTES``), and the
     batch has more columns than ``_CROWDED``, which may then crowd a set of
     the first-level cache.  Float32, the benchmark's ids of a left-padded
@@ -1973,10 +1976,11 @@ def _ids_loop(inner: int, x: np.ndarray, embeddings: np.ndarray) -> Any:
     element (a copy: 21).  With the
     sequence innermost (Julia's order), the loop reads the table along its
     positions, and the buffer doubled the time (35 ms to 67)."""
-    if inner == 2 and _position_major(embeddings):
+    channels_inner = _channels_inner(x, out, inner)
+    if inner == 2 and not channels_inner and _position_major(embeddings):
         if x.shape[2] > _CROWDED:
-            return _absolute_ids_gathered
-    return _absolute_ids
+            return _absolute_ids_gathered, channels_inner
+    return _absolute_ids, channels_inner
 
 
 def _ids_views(

@@ -336,7 +336,7 @@ def _remembered_ids(
         return None  # refused by the checks
     start = ids_run(ids)
     if start >= 0:
-        if ids.shape not in (x.shape[:1], (x.shape[0], *x.shape[2:])):
+        if ids.ndim > 1 and ids.shape[1:] != x.shape[2:]:
             return None  # the offset's record holds no ids' shape
         return (None, start) if is_offset(offset) and offset == 0 else None
     if ids.ndim == 2 and x.ndim == 3:
