@@ -10,11 +10,18 @@ from functools import partial
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from positional_embeddings import AbsolutePE, RoPE, _kernels, create_padding_mask, neg_half
+from positional_embeddings import (
+    AbsolutePE,
+    LearnedPE,
+    RoPE,
+    _kernels,
+    create_padding_mask,
+    neg_half,
+)
 
 import reference
 from comparisons import assert_bitwise_equal, assert_every_way_of_writing
@@ -149,6 +156,79 @@ def test_repeated_calls_give_the_bits_of_the_first(data, half, channels):
             assert step(x, out=x) is x
             assert_bitwise_equal(x, expected)
             x[...] = before
+
+
+def _outcome(call):
+    """``call()``'s result, or the type and message of the error it raised."""
+    try:
+        return call()
+    except (TypeError, ValueError) as error:
+        return type(error), str(error)
+
+
+@settings(max_examples=max(settings().max_examples // 4, 1))  # each compiles loops of its own
+@given(data=st.data(), half=st.integers(1, 4), channels=st.sampled_from([2, 4, 6]))
+def test_interleaved_calls_give_what_a_layer_remembering_none_gives(data, half, channels):
+    """One layer's calls on arrays of a few layouts in turn, each at its own
+    offset (a Python or a numpy integer) or position ids (an array or a
+    list), some beyond the tables, allocating, into ``out`` (in any layout)
+    or in place (into ``x``, whatever its layout), give the bits, the
+    output's strides and the error of the same call on a new layer, which
+    remembers none: a remembered loop (the last one found first) serves no
+    call of another layout, output, ids' layout or range, and a call it
+    refuses leaves the next one's right.  Float32 and a quarter of the
+    profile's examples: the layouts of ``x``, ``out`` and the ids make
+    hundreds of loops to compile, a few minutes of every new cache."""
+    make, name, size, seq_axis = data.draw(
+        st.sampled_from(
+            [
+                (partial(RoPE, 2 * half, 6), "__call__", 2 * half, 1),
+                (partial(RoPE, 2 * half, 6), "backward", 2 * half, 1),
+                (partial(AbsolutePE, channels, 6), "__call__", channels, 0),
+                (partial(LearnedPE, 6, channels, seed=0), "__call__", channels, 0),
+            ]
+        )
+    )
+    encoding = getattr(make(), name)
+    pool = []
+    for _ in range(3):
+        seq = data.draw(st.integers(1, 3))
+        first, second = (size, seq) if seq_axis else (seq, size)
+        pool.append(data.draw(arrays_in_any_layout(first, second, st.just(np.float32))))
+    for _ in range(data.draw(st.integers(4, 10))):
+        x = data.draw(st.sampled_from(pool))
+        seq = x.shape[seq_axis]
+        beyond = data.draw(st.sampled_from([False, False, True]))  # the tables' 6 positions
+        if data.draw(st.booleans()):
+            offset = 7 - seq if beyond else data.draw(st.integers(0, 6 - seq))
+            where = {"offset": data.draw(st.sampled_from([int, np.int64]))(offset)}
+        else:
+            ids_shape = data.draw(st.sampled_from([(seq,), (seq, *x.shape[2:])]))
+            ids = data.draw(hnp.arrays(np.intp, ids_shape, elements=st.integers(0, 5)))
+            if beyond:
+                ids.flat[data.draw(st.integers(0, ids.size - 1))] = 6
+            where = {"positions": ids.tolist() if data.draw(st.booleans()) else ids}
+        before = x.copy()
+        expected = _outcome(partial(getattr(make(), name), x, **where))
+        writing = data.draw(st.sampled_from(["new", "out", "in place"]))
+        if isinstance(expected, tuple):
+            got = _outcome(partial(encoding, x, **where))
+            assert isinstance(got, tuple) and got == expected
+        elif writing == "out":
+            out = data.draw(
+                arrays_in_any_layout(*x.shape[:2], st.just(expected.dtype), x.shape[2:])
+            )
+            assert encoding(x, out, **where) is out
+            assert_bitwise_equal(out, expected)
+        elif writing == "in place" and x.dtype == expected.dtype:
+            assert encoding(x, out=x, **where) is x
+            assert_bitwise_equal(x, expected)
+            x[...] = before
+        else:
+            y = encoding(x, **where)
+            assert_bitwise_equal(y, expected)
+            assert y.strides == expected.strides
+        assert_bitwise_equal(x, before)
 
 
 @given(data=st.data(), half=st.integers(1, 8))
