@@ -250,9 +250,12 @@ class AbsolutePE:
 
     def _position_major(self, stop: int) -> np.ndarray:
         """The table in F order (each position's channels adjacent) for at
-        least positions ``0 .. stop - 1``, kept for the next call."""
-        self._by_position = grown_copy(self._by_position, self._embeddings, stop, "F")
-        return self._by_position
+        least positions ``0 .. stop - 1``, kept for the next call.  The copy
+        made here is returned, not the attribute read again: another thread
+        may have stored a shorter one since."""
+        kept = grown_copy(self._by_position, self._embeddings, stop, "F")
+        self._by_position = kept
+        return kept
 
     def __repr__(self) -> str:
         return f"AbsolutePE(embedding_size={self.embedding_size}, max_length={self.max_length})"

@@ -90,6 +90,31 @@ def test_concurrent_calls_from_many_threads(monkeypatch):
     assert not failures
 
 
+def test_a_table_copy_stored_by_another_thread_meanwhile_is_not_read(monkeypatch):
+    """AbsolutePE keeps a position-major copy of its table, grown for the
+    positions a call reads.  Another thread may store a shorter copy (grown
+    from the copy it saw before) just after this one stores its own: the
+    call must read the copy it made, not the attribute again, whose
+    positions may end before the call's (its loops do not check bounds).
+    Here that thread's store is simulated by the attribute's setter."""
+    pe = AbsolutePE(8, 100)
+    x = np.ones((1, 8, 32), np.float32)  # C order, ids per column: the position-major copy
+    ids = np.full((1, 32), 99)
+    expected = copy.deepcopy(pe)(x, positions=ids)
+    slot = AbsolutePE._by_position
+
+    class StoredMeanwhile:
+        def __get__(self, layer, owner=None):
+            return slot.__get__(layer, owner)
+
+        def __set__(self, layer, kept):
+            slot.__set__(layer, kept)
+            slot.__set__(layer, _views.grown_copy(None, layer._embeddings, 1, "F"))
+
+    monkeypatch.setattr(AbsolutePE, "_by_position", StoredMeanwhile())
+    assert_bitwise_equal(pe(x, positions=ids), expected)
+
+
 def test_numba_threading_layer_is_never_started():
     """Work is split by plain threads over nogil kernels: no Numba parallel
     backend (whose default layer aborts on concurrent launches) ever starts."""
