@@ -237,19 +237,27 @@ def refuse_wide_ints(value: Any, array: np.ndarray, name: str, int64: bool = Fal
     ``ValueError`` naming the one furthest from 0.  ``int64``: also those
     that only uint64 holds (beyond Julia's ``Int``), which numpy makes
     uint64 when alone and float64 beside others."""
-    if (
-        isinstance(value, _PYTHON_NUMBERS)  # not array-likes, read in their own dtype
-        and array.dtype.kind in ("fOu" if int64 else "fO")
-        and array.size
-    ):
-        values = np.asarray(value, dtype=object).ravel()
-        if all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in values):
-            wide = [v for v in values if not -INT_MAX - 1 <= v <= INT_MAX]
-            if len(wide):
-                furthest = max(wide, key=abs)
-                raise ValueError(
-                    f"{name} must fit in {'int64' if int64 else '64-bit integers'}, got {furthest}"
-                )
+    values = _listed_integers(value, array, "fOu" if int64 else "fO")
+    if values is not None:
+        wide = [v for v in values if not -INT_MAX - 1 <= v <= INT_MAX]
+        if len(wide):
+            furthest = max(wide, key=abs)
+            raise ValueError(
+                f"{name} must fit in {'int64' if int64 else '64-bit integers'}, got {furthest}"
+            )
+
+
+def _listed_integers(value: Any, array: np.ndarray, kinds: str) -> np.ndarray | None:
+    """The elements of ``value``, a Python int or nested lists or tuples
+    (not array-likes, read in their own dtype), that numpy read as
+    ``array`` of a dtype of one of ``kinds``: a flat object array, where
+    every one is an integer (Python's or numpy's, not a bool); else None."""
+    if not (isinstance(value, _PYTHON_NUMBERS) and array.dtype.kind in kinds and array.size):
+        return None
+    values = np.asarray(value, dtype=object).ravel()
+    if all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in values):
+        return values
+    return None
 
 
 def integer_array(value: Any, name: str, julia: str = "") -> np.ndarray:
@@ -258,10 +266,14 @@ def integer_array(value: Any, name: str, julia: str = "") -> np.ndarray:
     ints beyond int64 (Julia's ``Int``), which numpy makes uint64, float64
     or objects, are refused as out of range; other elements name their
     dtype (``julia``, if given, Julia's type, follows "must be integers").
-    An ndarray is taken in its own integer dtype, uint64 included."""
+    An ndarray is taken in its own integer dtype, uint64 included; a list
+    of integers of numpy's types that no one integer dtype holds (``int8``
+    beside ``uint64``), which numpy makes float64, as int64."""
     array = plain_array(value, name, int64=True, of=f"integers{julia}")
     if array.dtype.kind in "iu" or not array.size:
         return array
+    if _listed_integers(value, array, "f") is not None:  # within int64: ``plain_array``
+        return np.array(value, dtype=np.int64)
     raise TypeError(f"{name} must be integers{julia}, got dtype {array.dtype}")
 
 

@@ -398,6 +398,28 @@ def test_integers_beyond_64_bits_are_named_as_such(call, name, ids):
         call(ids)
 
 
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda ids: ROPE(np.ones((8, len(ids), 1), np.float32), positions=ids),
+        lambda ids: AbsolutePE(8, 12)(np.ones((len(ids), 8, 1), np.float32), positions=ids),
+        lambda ids: create_padding_mask(ids, 3),
+        lambda ids: t5_relative_position_bucket(ids),
+    ],
+    ids=["RoPE", "AbsolutePE", "create_padding_mask", "t5_relative_position_bucket"],
+)
+@pytest.mark.parametrize("ids", [[np.int8(1), np.uint64(2), 0], (np.uint64(3), np.int16(1))])
+def test_integers_of_no_common_integer_dtype_are_taken_as_int64(call, ids):
+    """Integers of numpy's types in a list that no one integer dtype holds
+    (``uint64`` beside signed ones), which numpy makes float64, are taken
+    as the same Python ints are: the error said they were no integers, of
+    a dtype never passed."""
+    expected = call([int(i) for i in ids])
+    got = call(ids)
+    np.testing.assert_array_equal(got, expected)
+    assert got.dtype == expected.dtype
+
+
 def test_uint64_arrays_of_ids_are_taken_as_they_are():
     """An ndarray keeps its own dtype: uint64 lengths beyond int64 are
     lengths beyond every position (no padding)."""
