@@ -1,10 +1,10 @@
 """Julia 1.10.5's own scalar math, reimplemented in Numba, bit for bit.
 
 PositionalEmbeddings.jl builds its tables with Julia's ``sin``, ``cos`` and
-``^``, which are Julia's own code, not the C library's: for a few arguments
-in a thousand they round differently.  Bit parity needs the same
-algorithms, followed step by step, from the Julia sources at the v1.10.5 tag
-(newer versions changed some of them):
+``^``, which are Julia's own code, not the C library's: for one to three
+arguments in a hundred they round differently (``docs/julia.md``).  Bit
+parity needs the same algorithms, followed step by step, from the Julia
+sources at the v1.10.5 tag (newer versions changed some of them):
 
 - ``sincos_f32``: ``sin(::Float32)``, ``cos(::Float32)`` in
   ``base/special/trig.jl`` with ``rem_pio2_kernel(::Float32)`` in
