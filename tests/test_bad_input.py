@@ -376,14 +376,24 @@ def test_a_bad_seed_is_named(make, seed, error):
         make(seed=seed)
 
 
-@pytest.mark.parametrize(
-    "call, name",
-    [
-        (lambda ids: ROPE(np.ones((8, len(ids), 1), np.float32), positions=ids), "positions"),
-        (lambda ids: create_padding_mask(ids, 3), "lengths"),
-        (lambda ids: t5_relative_position_bucket(ids), "relative_position"),
-    ],
-)
+ID_TAKERS = [
+    pytest.param(
+        lambda ids: ROPE(np.ones((8, len(ids), 1), np.float32), positions=ids),
+        "positions",
+        id="RoPE",
+    ),
+    pytest.param(
+        lambda ids: AbsolutePE(8, 12)(np.ones((len(ids), 8, 1), np.float32), positions=ids),
+        "positions",
+        id="AbsolutePE",
+    ),
+    pytest.param(lambda ids: create_padding_mask(ids, 3), "lengths", id="create_padding_mask"),
+    pytest.param(lambda ids: t5_relative_position_bucket(ids), "relative_position", id="t5_bucket"),
+]
+"""Calls of one list of integers each, and the name their errors give it."""
+
+
+@pytest.mark.parametrize("call, name", ID_TAKERS)
 @pytest.mark.parametrize(
     "ids", [[2**63, -1], [2**70, 3], (3, -(2**64)), [2**64 - 1], [2**64 - 1, 1], [2**63, 1]]
 )
@@ -398,25 +408,16 @@ def test_integers_beyond_64_bits_are_named_as_such(call, name, ids):
         call(ids)
 
 
-@pytest.mark.parametrize(
-    "call",
-    [
-        lambda ids: ROPE(np.ones((8, len(ids), 1), np.float32), positions=ids),
-        lambda ids: AbsolutePE(8, 12)(np.ones((len(ids), 8, 1), np.float32), positions=ids),
-        lambda ids: create_padding_mask(ids, 3),
-        lambda ids: t5_relative_position_bucket(ids),
-    ],
-    ids=["RoPE", "AbsolutePE", "create_padding_mask", "t5_relative_position_bucket"],
-)
+@pytest.mark.parametrize("call, name", ID_TAKERS)
 @pytest.mark.parametrize("ids", [[np.int8(1), np.uint64(2), 0], (np.uint64(3), np.int16(1))])
-def test_integers_of_no_common_integer_dtype_are_taken_as_int64(call, ids):
+def test_integers_of_no_common_integer_dtype_are_taken_as_int64(call, name, ids):
     """Integers of numpy's types in a list that no one integer dtype holds
     (``uint64`` beside signed ones), which numpy makes float64, are taken
     as the same Python ints are: the error said they were no integers, of
     a dtype never passed."""
     expected = call([int(i) for i in ids])
     got = call(ids)
-    np.testing.assert_array_equal(got, expected)
+    np.testing.assert_array_equal(got, expected, err_msg=name)
     assert got.dtype == expected.dtype
 
 
