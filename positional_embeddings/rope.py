@@ -613,9 +613,10 @@ def neg_half(x: Any, dim: int = 0) -> np.ndarray:
         return tuple(index)
 
     out = np.empty_like(x, dtype=native(x.dtype), order="K")
-    # Negated into new memory, then copied: numpy 2.4's ``np.negative`` into
-    # a strided ``out`` reads an input that steps by 4 (32-bit) or 8 (64-bit)
-    # elements as if it were contiguous (rows of a Julia-order matrix).
+    # Negated into new memory, then copied: numpy 2.1-2.4's ``np.negative``
+    # from a strided input into a strided ``out`` reads an input that steps
+    # by 4 (32-bit) or 8 (64-bit) elements as if it were contiguous (rows of
+    # a Julia-order matrix).
     out[along(slice(0, n - d2))] = -x[along(slice(d2, n))]
     out[along(slice(n - d2, n))] = x[along(slice(0, d2))]
     return out

@@ -699,10 +699,10 @@ def test_neg_half_matches_reference(dtype, dim):
 @pytest.mark.parametrize("step", [2, 4, 8])
 def test_neg_half_of_rows_of_a_matrix(dtype, step):
     """The first rows of a Julia-order matrix (and the first columns of a C
-    one), whose halves are rows stepping by ``step`` elements: numpy 2.4's
-    ``np.negative`` into a strided ``out`` reads an input stepping by 4
-    (32-bit) or 8 (64-bit) elements as if contiguous, so ``neg_half`` gave
-    the values of other elements."""
+    one), whose halves are rows stepping by ``step`` elements: numpy
+    2.1-2.4's ``np.negative`` from such a row into a strided ``out`` reads
+    an input stepping by 4 (32-bit) or 8 (64-bit) elements as if
+    contiguous, so ``neg_half`` gave the values of other elements."""
     matrix = np.arange(step * 40, dtype=dtype).reshape(step, 40)
     for x, dim in ((np.asfortranarray(matrix)[:2], 0), (np.ascontiguousarray(matrix.T)[:, :2], 1)):
         before = x.copy()
